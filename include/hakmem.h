@@ -1,0 +1,40 @@
+/* hakmem — a NUMA-aware malloc replacement.
+ *
+ * Linking or preloading libhakmem replaces the standard allocation
+ * functions.  The hak_-prefixed twins below call the same allocator and let a
+ * program use hakmem side by side with another malloc (link with
+ * -lhakmem and do not interpose).
+ */
+#ifndef HAKMEM_H
+#define HAKMEM_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HAKMEM_VERSION_MAJOR 0
+#define HAKMEM_VERSION_MINOR 1
+
+void *hak_malloc(size_t size);
+void hak_free(void *ptr);
+void *hak_calloc(size_t nmemb, size_t size);
+void *hak_realloc(void *ptr, size_t size);
+void *hak_reallocarray(void *ptr, size_t nmemb, size_t size);
+int hak_posix_memalign(void **out, size_t alignment, size_t size);
+void *hak_aligned_alloc(size_t alignment, size_t size);
+void *hak_memalign(size_t alignment, size_t size);
+void *hak_valloc(size_t size);
+void *hak_pvalloc(size_t size);
+size_t hak_malloc_usable_size(void *ptr);
+
+/* Writes the statistics that HAKMEM_STATS=1 prints at exit to file
+ * descriptor fd, now. */
+void hak_stats_print(int fd);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
