@@ -1,0 +1,47 @@
+#include "abandoned.h"
+
+#include "../stats.h"
+
+static struct {
+    pthread_mutex_t lock;
+    struct hak_slab *lists[HAK_MAX_NODES][HAK_NUM_CLASSES];
+} abandoned = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void hak_abandoned_push(struct hak_slab *slab)
+{
+    slab->state = HAK_STATE_ABANDONED;
+    slab->prev = NULL;
+    pthread_mutex_lock(&abandoned.lock);
+    slab->next = abandoned.lists[slab->node][slab->cls];
+    __atomic_store_n(&abandoned.lists[slab->node][slab->cls], slab, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&abandoned.lock);
+    hak_stat_add(HAK_STAT_ABANDONED_SLABS, 1);
+}
+
+struct hak_slab *hak_abandoned_pop(unsigned node, unsigned cls)
+{
+    struct hak_slab **list = &abandoned.lists[node][cls];
+    if (!__atomic_load_n(list, __ATOMIC_RELAXED))
+        return NULL;
+    pthread_mutex_lock(&abandoned.lock);
+    struct hak_slab *slab = *list;
+    if (slab)
+        __atomic_store_n(list, slab->next, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&abandoned.lock);
+    if (slab) {
+        slab->next = NULL;
+        slab->state = HAK_STATE_NONE;
+        hak_stat_add(HAK_STAT_ADOPTED_SLABS, 1);
+    }
+    return slab;
+}
+
+void hak_abandoned_lock(void)
+{
+    pthread_mutex_lock(&abandoned.lock);
+}
+
+void hak_abandoned_unlock(void)
+{
+    pthread_mutex_unlock(&abandoned.lock);
+}

@@ -1,0 +1,135 @@
+#include "hot_span_box.h"
+
+#include "../options.h"
+#include "../os.h"
+#include "../stats.h"
+#include "page_arena.h"
+
+/* Spans longer than this are not kept by length; L25's largest is 256 pages. */
+#define MAX_HOT_PAGES (HAK_L25_MAX / HAK_PAGE_SIZE)
+
+struct hot_span_box {
+    pthread_mutex_t lock;
+    size_t bytes;
+    struct hak_slab *oldest; /* age order, through age_next/age_prev */
+    struct hak_slab *newest;
+    struct hak_slab *by_pages[MAX_HOT_PAGES + 1]; /* LIFO: the hottest first */
+} __attribute__((aligned(HAK_CACHE_LINE)));
+
+static struct hot_span_box boxes[HAK_MAX_NODES] = {
+    [0 ... HAK_MAX_NODES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER},
+};
+
+static size_t span_bytes(const struct hak_slab *span)
+{
+    return (size_t)span->pages * HAK_PAGE_SIZE;
+}
+
+static void unlink_span(struct hot_span_box *box, struct hak_slab *span)
+{
+    if (span->prev)
+        span->prev->next = span->next;
+    else
+        box->by_pages[span->pages] = span->next;
+    if (span->next)
+        span->next->prev = span->prev;
+    if (span->age_prev)
+        span->age_prev->age_next = span->age_next;
+    else
+        box->oldest = span->age_next;
+    if (span->age_next)
+        span->age_next->age_prev = span->age_prev;
+    else
+        box->newest = span->age_prev;
+    span->next = span->prev = span->age_next = span->age_prev = NULL;
+    box->bytes -= span_bytes(span);
+}
+
+/* Unlinks what is over budget or too old; the caller decommits it unlocked. */
+static struct hak_slab *collect_evictions(struct hot_span_box *box, uint64_t now)
+{
+    struct hak_slab *evicted = NULL;
+    while (box->oldest && (box->bytes > hak_options.hot_bytes ||
+                           now - box->oldest->freed_ms >= hak_options.decay_ms)) {
+        struct hak_slab *span = box->oldest;
+        unlink_span(box, span);
+        span->next = evicted;
+        evicted = span;
+    }
+    return evicted;
+}
+
+static void release(struct hak_slab *evicted)
+{
+    while (evicted) {
+        struct hak_slab *next = evicted->next;
+        hak_os_decommit(evicted->start, span_bytes(evicted));
+        hak_page_arena_free(evicted);
+        hak_stat_add(HAK_STAT_HOT_EVICTIONS, 1);
+        evicted = next;
+    }
+}
+
+struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages)
+{
+    struct hot_span_box *box = &boxes[node];
+    if (pages > MAX_HOT_PAGES || !box->by_pages[pages])
+        return NULL;
+    pthread_mutex_lock(&box->lock);
+    struct hak_slab *span = box->by_pages[pages];
+    if (span)
+        unlink_span(box, span);
+    struct hak_slab *evicted = collect_evictions(box, hak_os_now_ms());
+    pthread_mutex_unlock(&box->lock);
+    release(evicted);
+    if (span) {
+        span->state = HAK_STATE_NONE;
+        hak_stat_add(HAK_STAT_HOT_HITS, 1);
+    }
+    return span;
+}
+
+void hak_hot_span_put(struct hak_slab *span)
+{
+    struct hot_span_box *box = &boxes[span->node];
+    atomic_store_explicit(&span->owner, NULL, memory_order_relaxed);
+    span->kind = HAK_SLAB_INVALID;
+    span->state = HAK_STATE_POOL;
+    span->end = span->start; /* a stray free into it now fails validation */
+    if (span->pages > MAX_HOT_PAGES || hak_options.hot_bytes == 0) {
+        span->next = NULL;
+        release(span);
+        return;
+    }
+    uint64_t now = hak_os_now_ms();
+    span->freed_ms = now;
+    pthread_mutex_lock(&box->lock);
+    span->prev = NULL;
+    span->next = box->by_pages[span->pages];
+    if (span->next)
+        span->next->prev = span;
+    box->by_pages[span->pages] = span;
+    span->age_next = NULL;
+    span->age_prev = box->newest;
+    if (box->newest)
+        box->newest->age_next = span;
+    else
+        box->oldest = span;
+    box->newest = span;
+    box->bytes += span_bytes(span);
+    struct hak_slab *evicted = collect_evictions(box, now);
+    pthread_mutex_unlock(&box->lock);
+    release(evicted);
+}
+
+void hak_hot_span_lock_all(void)
+{
+    for (unsigned i = 0; i < HAK_MAX_NODES; i++)
+        pthread_mutex_lock(&boxes[i].lock);
+}
+
+void hak_hot_span_unlock_all(void)
+{
+    for (unsigned i = 0; i < HAK_MAX_NODES; i++)
+        pthread_mutex_unlock(&boxes[i].lock);
+}

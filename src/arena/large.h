@@ -1,0 +1,23 @@
+/* Blocks above 1 MiB (and big alignments): one mapping each, its head on
+ * the first page. */
+#ifndef HAK_LARGE_H
+#define HAK_LARGE_H
+
+#include "../internal.h"
+
+/* A block of at least size bytes aligned to align (a power of two); NULL
+ * with errno ENOMEM. */
+void *hak_large_alloc(size_t size, size_t align, unsigned node);
+void hak_large_free(struct hak_large *large, void *ptr);
+
+static inline size_t hak_large_usable(const struct hak_large *large)
+{
+    return large->usable;
+}
+
+static inline void *hak_large_block(const struct hak_large *large)
+{
+    return (char *)large + large->offset;
+}
+
+#endif

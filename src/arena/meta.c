@@ -1,0 +1,82 @@
+#include "meta.h"
+
+#include <string.h>
+
+#include "../os.h"
+
+#define META_REGION (1u << 20)
+#define META_SIZE_CLASSES 8 /* 64 B ... 8 KiB */
+
+/* Freed records by size class; bump allocation from the current region. */
+static struct meta_state {
+    pthread_mutex_t lock;
+    void *free[META_SIZE_CLASSES];
+    char *bump;
+    char *bump_end;
+} meta = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static unsigned size_class(size_t size)
+{
+    unsigned cls = 0;
+    while (((size_t)HAK_CACHE_LINE << cls) < size)
+        cls++;
+    return cls;
+}
+
+void *hak_meta_alloc(size_t size)
+{
+    unsigned cls = size_class(size);
+    if (cls >= META_SIZE_CLASSES)
+        return NULL;
+    size_t bytes = (size_t)HAK_CACHE_LINE << cls;
+    pthread_mutex_lock(&meta.lock);
+    void *obj = meta.free[cls];
+    if (obj) {
+        meta.free[cls] = *(void **)obj;
+        pthread_mutex_unlock(&meta.lock);
+        memset(obj, 0, bytes);
+        return obj;
+    }
+    if ((size_t)(meta.bump_end - meta.bump) < bytes) {
+        char *region = hak_os_map_aligned(META_REGION, HAK_PAGE_SIZE);
+        if (!region) {
+            pthread_mutex_unlock(&meta.lock);
+            return NULL;
+        }
+        meta.bump = region;
+        meta.bump_end = region + META_REGION;
+    }
+    obj = meta.bump;
+    meta.bump += bytes;
+    pthread_mutex_unlock(&meta.lock);
+    return obj; /* fresh pages read as zeros */
+}
+
+void hak_meta_free(void *obj, size_t size)
+{
+    unsigned cls = size_class(size);
+    pthread_mutex_lock(&meta.lock);
+    *(void **)obj = meta.free[cls];
+    meta.free[cls] = obj;
+    pthread_mutex_unlock(&meta.lock);
+}
+
+struct hak_slab *hak_span_desc_alloc(void)
+{
+    return hak_meta_alloc(sizeof(struct hak_slab));
+}
+
+void hak_span_desc_free(struct hak_slab *desc)
+{
+    hak_meta_free(desc, sizeof(struct hak_slab));
+}
+
+void hak_meta_lock(void)
+{
+    pthread_mutex_lock(&meta.lock);
+}
+
+void hak_meta_unlock(void)
+{
+    pthread_mutex_unlock(&meta.lock);
+}

@@ -1,0 +1,208 @@
+#include "page_arena.h"
+
+#include "../os.h"
+#include "../stats.h"
+#include "meta.h"
+#include "page_map.h"
+
+#define BITMAP_WORDS ((HAK_ARENA_PAGES + 63) / 64)
+/* Wholly free chunks an arena keeps mapped; more go back to the OS. */
+#define KEEP_FREE_CHUNKS 1
+
+struct page_arena {
+    pthread_mutex_t lock;
+    uint32_t free_chunks;
+    uint64_t nonempty[BITMAP_WORDS]; /* bit n: bins[n] has a span */
+    struct hak_slab *bins[HAK_ARENA_PAGES]; /* free spans by exact length */
+} __attribute__((aligned(HAK_CACHE_LINE)));
+
+static struct page_arena arenas[HAK_MAX_NODES] = {
+    [0 ... HAK_MAX_NODES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER},
+};
+
+static struct hak_arena_chunk *chunk_of(const struct hak_slab *span)
+{
+    return (struct hak_arena_chunk *)span->chunk;
+}
+
+static void map_pages(struct hak_slab *span)
+{
+    struct hak_arena_chunk *chunk = chunk_of(span);
+    for (uint32_t p = 0; p < span->pages; p++)
+        chunk->page_slab[span->first_page + p] = span;
+}
+
+static void bin_insert(struct page_arena *arena, struct hak_slab *span)
+{
+    uint32_t n = span->pages;
+    span->kind = HAK_SLAB_FREE_SPAN;
+    span->prev = NULL;
+    span->next = arena->bins[n];
+    if (span->next)
+        span->next->prev = span;
+    arena->bins[n] = span;
+    arena->nonempty[n / 64] |= 1ull << (n % 64);
+}
+
+static void bin_remove(struct page_arena *arena, struct hak_slab *span)
+{
+    uint32_t n = span->pages;
+    if (span->prev)
+        span->prev->next = span->next;
+    else
+        arena->bins[n] = span->next;
+    if (span->next)
+        span->next->prev = span->prev;
+    if (!arena->bins[n])
+        arena->nonempty[n / 64] &= ~(1ull << (n % 64));
+    span->next = span->prev = NULL;
+}
+
+/* The smallest free span of at least pages pages. */
+static struct hak_slab *best_fit(struct page_arena *arena, uint32_t pages)
+{
+    unsigned word = pages / 64;
+    uint64_t bits = arena->nonempty[word] & (~0ull << (pages % 64));
+    while (!bits) {
+        if (++word == BITMAP_WORDS)
+            return NULL;
+        bits = arena->nonempty[word];
+    }
+    return arena->bins[word * 64 + (unsigned)__builtin_ctzll(bits)];
+}
+
+static struct hak_slab *new_chunk(unsigned node)
+{
+    struct hak_slab *span = hak_span_desc_alloc();
+    if (!span)
+        return NULL;
+    struct hak_arena_chunk *chunk = hak_os_map_aligned(HAK_ARENA_CHUNK_SIZE, HAK_CHUNK_SIZE);
+    if (!chunk) {
+        hak_span_desc_free(span);
+        return NULL;
+    }
+    hak_os_bind(chunk, HAK_ARENA_CHUNK_SIZE, node);
+    chunk->head.kind = HAK_CHUNK_ARENA;
+    chunk->head.node = node;
+    chunk->head.map_size = HAK_ARENA_CHUNK_SIZE;
+    for (unsigned p = 0; p < HAK_ARENA_HEADER_PAGES; p++)
+        chunk->page_slab[p] = &hak_invalid_slab;
+    if (!hak_page_map_set(chunk, HAK_ARENA_CHUNK_SIZE, &chunk->head)) {
+        hak_os_unmap(chunk, HAK_ARENA_CHUNK_SIZE);
+        hak_span_desc_free(span);
+        return NULL;
+    }
+    span->chunk = &chunk->head;
+    span->node = (uint8_t)node;
+    span->first_page = HAK_ARENA_HEADER_PAGES;
+    span->pages = HAK_ARENA_USABLE_PAGES;
+    span->start = (char *)chunk + HAK_ARENA_HEADER_PAGES * HAK_PAGE_SIZE;
+    map_pages(span);
+    hak_stat_add(HAK_STAT_ARENA_CHUNKS, 1);
+    return span;
+}
+
+/* Cuts the first pages off span; the rest goes back to the bins.  False
+ * when no descriptor was available for the rest (span is left whole). */
+static bool split(struct page_arena *arena, struct hak_slab *span, uint32_t pages)
+{
+    if (span->pages == pages)
+        return true;
+    struct hak_slab *rest = hak_span_desc_alloc();
+    if (!rest)
+        return false;
+    rest->chunk = span->chunk;
+    rest->node = span->node;
+    rest->first_page = span->first_page + pages;
+    rest->pages = span->pages - pages;
+    rest->start = span->start + (size_t)pages * HAK_PAGE_SIZE;
+    span->pages = pages;
+    map_pages(rest);
+    bin_insert(arena, rest);
+    return true;
+}
+
+struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
+{
+    struct page_arena *arena = &arenas[node];
+    pthread_mutex_lock(&arena->lock);
+    struct hak_slab *span = best_fit(arena, pages);
+    if (span) {
+        bin_remove(arena, span);
+        if (span->pages == HAK_ARENA_USABLE_PAGES)
+            arena->free_chunks--;
+    } else {
+        span = new_chunk(node);
+    }
+    if (span && !split(arena, span, pages)) {
+        bin_insert(arena, span);
+        span = NULL;
+    }
+    pthread_mutex_unlock(&arena->lock);
+    if (!span)
+        return NULL;
+    span->kind = HAK_SLAB_INVALID;
+    span->state = HAK_STATE_NONE;
+    span->end = span->start + (size_t)span->pages * HAK_PAGE_SIZE;
+    return span;
+}
+
+static struct hak_slab *free_neighbour(struct hak_arena_chunk *chunk, uint32_t page)
+{
+    if (page < HAK_ARENA_HEADER_PAGES || page >= HAK_ARENA_PAGES)
+        return NULL;
+    struct hak_slab *span = chunk->page_slab[page];
+    return span->kind == HAK_SLAB_FREE_SPAN ? span : NULL;
+}
+
+void hak_page_arena_free(struct hak_slab *span)
+{
+    struct page_arena *arena = &arenas[span->node];
+    struct hak_arena_chunk *chunk = chunk_of(span);
+    struct hak_slab *drop[2] = {NULL, NULL};
+    atomic_store_explicit(&span->owner, NULL, memory_order_relaxed);
+    span->state = HAK_STATE_POOL;
+    pthread_mutex_lock(&arena->lock);
+    struct hak_slab *before = free_neighbour(chunk, span->first_page - 1);
+    if (before) {
+        bin_remove(arena, before);
+        before->pages += span->pages;
+        drop[0] = span;
+        span = before;
+    }
+    struct hak_slab *after = free_neighbour(chunk, span->first_page + span->pages);
+    if (after) {
+        bin_remove(arena, after);
+        span->pages += after->pages;
+        drop[1] = after;
+    }
+    map_pages(span);
+    span->kind = HAK_SLAB_FREE_SPAN;
+    bool chunk_free = span->pages == HAK_ARENA_USABLE_PAGES;
+    bool unmap = chunk_free && arena->free_chunks >= KEEP_FREE_CHUNKS;
+    if (!unmap) {
+        bin_insert(arena, span);
+        arena->free_chunks += chunk_free;
+    }
+    pthread_mutex_unlock(&arena->lock);
+    for (unsigned i = 0; i < 2; i++)
+        if (drop[i])
+            hak_span_desc_free(drop[i]);
+    if (unmap) {
+        hak_span_desc_free(span);
+        hak_page_map_clear(chunk, HAK_ARENA_CHUNK_SIZE);
+        hak_os_unmap(chunk, HAK_ARENA_CHUNK_SIZE);
+    }
+}
+
+void hak_page_arena_lock_all(void)
+{
+    for (unsigned i = 0; i < HAK_MAX_NODES; i++)
+        pthread_mutex_lock(&arenas[i].lock);
+}
+
+void hak_page_arena_unlock_all(void)
+{
+    for (unsigned i = 0; i < HAK_MAX_NODES; i++)
+        pthread_mutex_unlock(&arenas[i].lock);
+}

@@ -1,0 +1,20 @@
+/* The PageArena: page spans carved from 4 MiB chunks, one arena per node.
+ * It holds only clean spans (never touched, or decommitted); recently freed
+ * dirty spans wait in the HotSpanBox in front of it.  Freed spans coalesce
+ * with their free neighbours. */
+#ifndef HAK_PAGE_ARENA_H
+#define HAK_PAGE_ARENA_H
+
+#include "../internal.h"
+
+/* A span of pages (1 .. HAK_ARENA_USABLE_PAGES): its descriptor, with start,
+ * pages, chunk and node set and every page mapped to it.  NULL with errno
+ * ENOMEM. */
+struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages);
+/* Takes back a clean span. */
+void hak_page_arena_free(struct hak_slab *span);
+
+void hak_page_arena_lock_all(void);
+void hak_page_arena_unlock_all(void);
+
+#endif

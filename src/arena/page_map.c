@@ -1,0 +1,63 @@
+#include "page_map.h"
+
+#include "../os.h"
+
+_Atomic(hak_map_leaf *) hak_page_map_top[1 << HAK_MAP_TOP_BITS];
+
+static pthread_mutex_t leaf_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static hak_map_leaf *leaf_for(uintptr_t unit)
+{
+    uintptr_t top = unit >> HAK_MAP_LEAF_BITS;
+    hak_map_leaf *leaf = atomic_load_explicit(&hak_page_map_top[top], memory_order_acquire);
+    if (leaf)
+        return leaf;
+    pthread_mutex_lock(&leaf_lock);
+    leaf = atomic_load_explicit(&hak_page_map_top[top], memory_order_acquire);
+    if (!leaf) {
+        leaf = hak_os_map_aligned(sizeof(hak_map_leaf), HAK_PAGE_SIZE);
+        if (leaf)
+            atomic_store_explicit(&hak_page_map_top[top], leaf, memory_order_release);
+    }
+    pthread_mutex_unlock(&leaf_lock);
+    return leaf;
+}
+
+static bool set_range(void *base, size_t size, struct hak_chunk_head *chunk)
+{
+    uintptr_t first = (uintptr_t)base >> HAK_CHUNK_SHIFT;
+    uintptr_t last = ((uintptr_t)base + size - 1) >> HAK_CHUNK_SHIFT;
+    for (uintptr_t unit = first; unit <= last; unit++) {
+        hak_map_leaf *leaf = chunk ? leaf_for(unit)
+                                   : atomic_load_explicit(&hak_page_map_top[unit >> HAK_MAP_LEAF_BITS],
+                                                          memory_order_acquire);
+        if (!leaf)
+            return false;
+        atomic_store_explicit(&(*leaf)[unit & ((1u << HAK_MAP_LEAF_BITS) - 1)], chunk,
+                              memory_order_release);
+    }
+    return true;
+}
+
+bool hak_page_map_set(void *base, size_t size, struct hak_chunk_head *chunk)
+{
+    if (set_range(base, size, chunk))
+        return true;
+    hak_page_map_clear(base, size);
+    return false;
+}
+
+void hak_page_map_clear(void *base, size_t size)
+{
+    set_range(base, size, NULL);
+}
+
+void hak_page_map_lock(void)
+{
+    pthread_mutex_lock(&leaf_lock);
+}
+
+void hak_page_map_unlock(void)
+{
+    pthread_mutex_unlock(&leaf_lock);
+}

@@ -1,0 +1,100 @@
+#include "shared_pool.h"
+
+#include "superslab.h"
+
+struct shared_pool {
+    pthread_mutex_t lock;
+    struct hak_superslab *with_free; /* SuperSlabs that have a free slab */
+    struct hak_superslab *spare;     /* one wholly free SuperSlab kept mapped */
+} __attribute__((aligned(HAK_CACHE_LINE)));
+
+static struct shared_pool pools[HAK_MAX_NODES] = {
+    [0 ... HAK_MAX_NODES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER},
+};
+
+static void link_with_free(struct shared_pool *pool, struct hak_superslab *ss)
+{
+    ss->head.prev = NULL;
+    ss->head.next = pool->with_free ? &pool->with_free->head : NULL;
+    if (pool->with_free)
+        pool->with_free->head.prev = &ss->head;
+    pool->with_free = ss;
+}
+
+static void unlink_with_free(struct shared_pool *pool, struct hak_superslab *ss)
+{
+    if (ss->head.prev)
+        ss->head.prev->next = ss->head.next;
+    else
+        pool->with_free = (struct hak_superslab *)ss->head.next;
+    if (ss->head.next)
+        ss->head.next->prev = ss->head.prev;
+    ss->head.next = ss->head.prev = NULL;
+}
+
+struct hak_slab *hak_shared_pool_take(unsigned node)
+{
+    struct shared_pool *pool = &pools[node];
+    pthread_mutex_lock(&pool->lock);
+    struct hak_superslab *ss = pool->with_free;
+    if (!ss && pool->spare) {
+        ss = pool->spare;
+        pool->spare = NULL;
+        link_with_free(pool, ss);
+    }
+    if (!ss) {
+        pthread_mutex_unlock(&pool->lock);
+        /* Mapping is slow; do it outside the lock. */
+        ss = hak_superslab_create(node);
+        if (!ss)
+            return NULL;
+        pthread_mutex_lock(&pool->lock);
+        link_with_free(pool, ss);
+    }
+    unsigned index = (unsigned)__builtin_ctz(ss->free_slabs);
+    ss->free_slabs &= ~(1u << index);
+    ss->used_slabs++;
+    if (!ss->free_slabs)
+        unlink_with_free(pool, ss);
+    pthread_mutex_unlock(&pool->lock);
+    struct hak_slab *slab = &ss->slabs[index];
+    slab->state = HAK_STATE_NONE;
+    return slab;
+}
+
+void hak_shared_pool_give(struct hak_slab *slab)
+{
+    struct hak_superslab *ss = hak_superslab_of(slab);
+    struct shared_pool *pool = &pools[ss->head.node];
+    struct hak_superslab *unmap = NULL;
+    atomic_store_explicit(&slab->owner, NULL, memory_order_relaxed);
+    slab->state = HAK_STATE_POOL;
+    slab->end = slab->start; /* a stray free into it now fails validation */
+    pthread_mutex_lock(&pool->lock);
+    if (!ss->free_slabs)
+        link_with_free(pool, ss);
+    ss->free_slabs |= 1u << hak_superslab_index(slab);
+    ss->used_slabs--;
+    if (ss->used_slabs == 0) {
+        unlink_with_free(pool, ss);
+        if (pool->spare)
+            unmap = ss;
+        else
+            pool->spare = ss;
+    }
+    pthread_mutex_unlock(&pool->lock);
+    if (unmap)
+        hak_superslab_destroy(unmap);
+}
+
+void hak_shared_pool_lock_all(void)
+{
+    for (unsigned i = 0; i < HAK_MAX_NODES; i++)
+        pthread_mutex_lock(&pools[i].lock);
+}
+
+void hak_shared_pool_unlock_all(void)
+{
+    for (unsigned i = 0; i < HAK_MAX_NODES; i++)
+        pthread_mutex_unlock(&pools[i].lock);
+}

@@ -1,0 +1,18 @@
+/* The per-node shared pool of SuperSlabs: where thread heaps get slabs for
+ * the small classes and give empty ones back. */
+#ifndef HAK_SHARED_POOL_H
+#define HAK_SHARED_POOL_H
+
+#include "../internal.h"
+
+/* A free slab of node (its start set, not yet assigned); NULL with errno
+ * ENOMEM. */
+struct hak_slab *hak_shared_pool_take(unsigned node);
+/* An empty slab goes back to its SuperSlab; a SuperSlab that empties is
+ * unmapped unless it is the node's only spare. */
+void hak_shared_pool_give(struct hak_slab *slab);
+
+void hak_shared_pool_lock_all(void);
+void hak_shared_pool_unlock_all(void);
+
+#endif

@@ -1,0 +1,189 @@
+#include "slab.h"
+
+#include <immintrin.h>
+
+#include "../front/size_class.h"
+
+static inline uintptr_t flag_of(uintptr_t word)
+{
+    return word & HAK_REMOTE_FLAGS;
+}
+
+static inline void *list_of(uintptr_t word)
+{
+    return (void *)(word & ~(uintptr_t)HAK_REMOTE_FLAGS);
+}
+
+void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, unsigned cls, char *start,
+                     size_t bytes)
+{
+    uint32_t size = hak_class_size[cls];
+    slab->start = start;
+    slab->end = start + (bytes / size) * size;
+    slab->block_size = size;
+    slab->capacity = (uint32_t)(bytes / size);
+    slab->cls = (uint8_t)cls;
+    slab->free = NULL;
+    slab->used = 0;
+    slab->queued = false;
+    slab->carve = start;
+    slab->next = slab->prev = NULL;
+    atomic_store_explicit(&slab->remote, HAK_REMOTE_NORMAL, memory_order_relaxed);
+    atomic_store_explicit(&slab->owner, owner, memory_order_release);
+}
+
+bool hak_slab_extend(struct hak_slab *slab)
+{
+    char *block = slab->carve;
+    uint32_t size = slab->block_size;
+    if (block + size > slab->end)
+        return false;
+    /* Up to the end of the page the first block starts in, at least one. */
+    char *limit = (char *)(((uintptr_t)block + HAK_PAGE_SIZE) & ~(HAK_PAGE_SIZE - 1));
+    if (limit > slab->end)
+        limit = slab->end;
+    void *head = slab->free;
+    char *last = block;
+    char *next = block + size;
+    while (next + size <= limit) {
+        *(void **)last = next;
+        last = next;
+        next += size;
+    }
+    *(void **)last = head;
+    slab->free = block;
+    slab->carve = last + size;
+    return true;
+}
+
+uint32_t hak_slab_collect_remote(struct hak_slab *slab)
+{
+    uintptr_t word = atomic_load_explicit(&slab->remote, memory_order_relaxed);
+    while (list_of(word)) {
+        if (atomic_compare_exchange_weak_explicit(&slab->remote, &word, flag_of(word),
+                                                  memory_order_acquire, memory_order_relaxed))
+            break;
+    }
+    void *list = list_of(word);
+    if (!list)
+        return 0;
+    uint32_t count = 1;
+    void *tail = list;
+    while (*(void **)tail) {
+        tail = *(void **)tail;
+        count++;
+    }
+    *(void **)tail = slab->free;
+    slab->free = list;
+    slab->used -= count;
+    return count;
+}
+
+bool hak_slab_arm_notify(struct hak_slab *slab)
+{
+    uintptr_t expected = HAK_REMOTE_NORMAL;
+    return atomic_compare_exchange_strong_explicit(&slab->remote, &expected, HAK_REMOTE_NOTIFY,
+                                                   memory_order_acq_rel, memory_order_relaxed);
+}
+
+/* Waits out a remote free that is queueing the slab on its owner's list. */
+static uintptr_t wait_not_notifying(struct hak_slab *slab)
+{
+    uintptr_t word = atomic_load_explicit(&slab->remote, memory_order_acquire);
+    while (flag_of(word) == HAK_REMOTE_NOTIFYING) {
+        _mm_pause();
+        word = atomic_load_explicit(&slab->remote, memory_order_acquire);
+    }
+    return word;
+}
+
+static void set_flag(struct hak_slab *slab, uintptr_t flag)
+{
+    uintptr_t word = wait_not_notifying(slab);
+    for (;;) {
+        if (flag_of(word) == HAK_REMOTE_NOTIFYING) {
+            word = wait_not_notifying(slab);
+            continue;
+        }
+        uintptr_t next = (word & ~(uintptr_t)HAK_REMOTE_FLAGS) | flag;
+        if (atomic_compare_exchange_weak_explicit(&slab->remote, &word, next, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            return;
+    }
+}
+
+bool hak_slab_disarm_notify(struct hak_slab *slab)
+{
+    uintptr_t word = wait_not_notifying(slab);
+    for (;;) {
+        if (flag_of(word) == HAK_REMOTE_NOTIFYING) {
+            word = wait_not_notifying(slab);
+            continue;
+        }
+        if (flag_of(word) != HAK_REMOTE_NOTIFY)
+            return true; /* a remote free has queued it */
+        if (atomic_compare_exchange_weak_explicit(&slab->remote, &word,
+                                                  (word & ~(uintptr_t)HAK_REMOTE_FLAGS) |
+                                                      HAK_REMOTE_NORMAL,
+                                                  memory_order_acq_rel, memory_order_acquire))
+            return false;
+    }
+}
+
+void hak_slab_disown(struct hak_slab *slab)
+{
+    set_flag(slab, HAK_REMOTE_NEVER);
+    atomic_store_explicit(&slab->owner, NULL, memory_order_release);
+}
+
+void hak_slab_adopt(struct hak_slab *slab, struct hak_heap *owner)
+{
+    atomic_store_explicit(&slab->owner, owner, memory_order_release);
+    slab->queued = false;
+    set_flag(slab, HAK_REMOTE_NORMAL);
+}
+
+static void queue_on_owner(struct hak_slab *slab)
+{
+    struct hak_heap *owner = atomic_load_explicit(&slab->owner, memory_order_acquire);
+    struct hak_slab *head = atomic_load_explicit(&owner->delayed, memory_order_relaxed);
+    do {
+        slab->delayed_next = head;
+    } while (!atomic_compare_exchange_weak_explicit(&owner->delayed, &head, slab,
+                                                    memory_order_release, memory_order_relaxed));
+}
+
+void hak_slab_remote_free(struct hak_slab *slab, void *block)
+{
+    uintptr_t word = atomic_load_explicit(&slab->remote, memory_order_relaxed);
+    for (;;) {
+        uintptr_t flag = flag_of(word);
+        if (flag == HAK_REMOTE_NOTIFYING) {
+            _mm_pause();
+            word = atomic_load_explicit(&slab->remote, memory_order_relaxed);
+            continue;
+        }
+        if (flag == HAK_REMOTE_NOTIFY) {
+            /* Claim the notification; others wait until the slab is queued. */
+            if (!atomic_compare_exchange_weak_explicit(&slab->remote, &word,
+                                                       (word & ~(uintptr_t)HAK_REMOTE_FLAGS) |
+                                                           HAK_REMOTE_NOTIFYING,
+                                                       memory_order_acquire, memory_order_relaxed))
+                continue;
+            queue_on_owner(slab);
+            word = atomic_load_explicit(&slab->remote, memory_order_relaxed);
+            for (;;) {
+                *(void **)block = list_of(word);
+                if (atomic_compare_exchange_weak_explicit(&slab->remote, &word,
+                                                          (uintptr_t)block | HAK_REMOTE_NORMAL,
+                                                          memory_order_release,
+                                                          memory_order_relaxed))
+                    return;
+            }
+        }
+        *(void **)block = list_of(word);
+        if (atomic_compare_exchange_weak_explicit(&slab->remote, &word, (uintptr_t)block | flag,
+                                                  memory_order_release, memory_order_relaxed))
+            return;
+    }
+}

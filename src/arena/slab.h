@@ -1,0 +1,45 @@
+/* A slab: one run of memory carved into blocks of one class.  These helpers
+ * are shared by every backend that hands slabs to thread heaps. */
+#ifndef HAK_SLAB_H
+#define HAK_SLAB_H
+
+#include "../internal.h"
+
+/* Makes slab the owner's, carved into blocks of cls over [start, start + bytes). */
+void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, unsigned cls, char *start,
+                     size_t bytes);
+
+/* Carves the next page's worth of fresh blocks onto the free list; false when
+ * the slab has none left.  Pages are touched as they are needed. */
+bool hak_slab_extend(struct hak_slab *slab);
+
+/* Moves blocks that other threads freed onto the free list; returns how many. */
+uint32_t hak_slab_collect_remote(struct hak_slab *slab);
+
+/* Arms the remote list so that the next remote free queues the slab on its
+ * owner's delayed list.  False when blocks arrived meanwhile (collect them). */
+bool hak_slab_arm_notify(struct hak_slab *slab);
+
+/* Undoes hak_slab_arm_notify.  Returns true when a remote free already
+ * queued the slab (it must stay until the owner drains its delayed list). */
+bool hak_slab_disarm_notify(struct hak_slab *slab);
+
+/* The owner leaves: no later remote free may look at the owner's heap. */
+void hak_slab_disown(struct hak_slab *slab);
+/* A new owner takes an abandoned slab. */
+void hak_slab_adopt(struct hak_slab *slab, struct hak_heap *owner);
+
+/* Pushes a block freed by a thread that does not own the slab. */
+void hak_slab_remote_free(struct hak_slab *slab, void *block);
+
+static inline bool hak_slab_is_empty(const struct hak_slab *slab)
+{
+    return slab->used == 0;
+}
+
+static inline bool hak_slab_has_free(const struct hak_slab *slab)
+{
+    return slab->free || slab->carve + slab->block_size <= slab->end;
+}
+
+#endif

@@ -1,0 +1,43 @@
+#include "superslab.h"
+
+#include "../os.h"
+#include "../stats.h"
+#include "page_map.h"
+
+struct hak_superslab *hak_superslab_create(unsigned node)
+{
+    struct hak_superslab *ss = hak_os_map_aligned(HAK_SUPERSLAB_SIZE, HAK_SUPERSLAB_SIZE);
+    if (!ss)
+        return NULL;
+    hak_os_bind(ss, HAK_SUPERSLAB_SIZE, node);
+    ss->head.kind = HAK_CHUNK_SUPERSLAB;
+    ss->head.node = node;
+    ss->head.map_size = HAK_SUPERSLAB_SIZE;
+    const unsigned pages_per_slab = HAK_SLAB_SIZE / HAK_PAGE_SIZE;
+    for (unsigned i = 0; i < HAK_SLABS_PER_SUPERSLAB; i++) {
+        struct hak_slab *slab = &ss->slabs[i];
+        slab->chunk = &ss->head;
+        slab->node = (uint8_t)node;
+        slab->start = (char *)ss + (size_t)i * HAK_SLAB_SIZE;
+        slab->end = slab->start;
+        slab->kind = i < HAK_SUPERSLAB_HEADER_SLABS ? HAK_SLAB_INVALID : HAK_SLAB_SMALL;
+        slab->state = HAK_STATE_POOL;
+        struct hak_slab *entry = i < HAK_SUPERSLAB_HEADER_SLABS ? &hak_invalid_slab : slab;
+        for (unsigned p = 0; p < pages_per_slab; p++)
+            ss->page_slab[i * pages_per_slab + p] = entry;
+    }
+    ss->free_slabs = (uint32_t)(((uint64_t)1 << HAK_SLABS_PER_SUPERSLAB) - 1) &
+                     ~(uint32_t)((1u << HAK_SUPERSLAB_HEADER_SLABS) - 1);
+    if (!hak_page_map_set(ss, HAK_SUPERSLAB_SIZE, &ss->head)) {
+        hak_os_unmap(ss, HAK_SUPERSLAB_SIZE);
+        return NULL;
+    }
+    hak_stat_add(HAK_STAT_SUPERSLABS, 1);
+    return ss;
+}
+
+void hak_superslab_destroy(struct hak_superslab *ss)
+{
+    hak_page_map_clear(ss, HAK_SUPERSLAB_SIZE);
+    hak_os_unmap(ss, HAK_SUPERSLAB_SIZE);
+}

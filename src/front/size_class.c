@@ -1,0 +1,53 @@
+#include "size_class.h"
+
+#define SMALL_OF(sz) ((sz) <= 8 ? 0 : (sz) <= 16 ? 1 : (sz) <= 32 ? 2 : (sz) <= 64 ? 3 \
+                      : (sz) <= 128 ? 4 : (sz) <= 256 ? 5 : (sz) <= 512 ? 6 : 7)
+#define S4(i) SMALL_OF((i) * 8), SMALL_OF((i) * 8 + 8), SMALL_OF((i) * 8 + 16), \
+              SMALL_OF((i) * 8 + 24)
+#define S16(i) S4(i), S4((i) + 4), S4((i) + 8), S4((i) + 12)
+#define S64(i) S16(i), S16((i) + 16), S16((i) + 32), S16((i) + 48)
+
+const uint8_t hak_small_class_of[HAK_SMALL_MAX / 8 + 1] = {S64(0), S64(64), SMALL_OF(1024)};
+
+/* Quarter steps: class k of a doubling from 2^e serves up to (5+k) << (e-2). */
+#define Q(e) (5u << ((e) - 2)), (6u << ((e) - 2)), (7u << ((e) - 2)), (8u << ((e) - 2))
+
+const uint32_t hak_class_size[HAK_NUM_CLASSES] = {
+    8, 16, 32, 64, 128, 256, 512, 1024,
+    Q(10), Q(11), Q(12), Q(13), Q(14), /* Mid: 1280 B ... 32 KiB */
+    Q(15), Q(16), Q(17), Q(18), Q(19), /* L25: 40 KiB ... 1 MiB */
+};
+
+/* Mid slabs hold at least eight blocks; an L25 span is exactly one block. */
+#define MID_SPANS(e) ((e) <= 12 ? 65536u : (e) <= 13 ? 131072u : 262144u)
+#define MID4(e) MID_SPANS(e), MID_SPANS(e), MID_SPANS(e), MID_SPANS(e)
+
+const uint32_t hak_class_span_bytes[HAK_NUM_CLASSES] = {
+    [0 ... HAK_FIRST_MID - 1] = HAK_SLAB_SIZE,
+    MID4(10), MID4(11), MID4(12), MID4(13), MID4(14),
+    Q(15), Q(16), Q(17), Q(18), Q(19),
+};
+
+_Static_assert(sizeof(hak_class_size) / sizeof(hak_class_size[0]) == HAK_NUM_CLASSES, "classes");
+
+void hak_class_name(unsigned cls, char name[4])
+{
+    unsigned index = cls;
+    char letter = 'C';
+    if (cls >= HAK_FIRST_L25) {
+        letter = 'L';
+        index = cls - HAK_FIRST_L25;
+    } else if (cls >= HAK_FIRST_MID) {
+        letter = 'M';
+        index = cls - HAK_FIRST_MID;
+    }
+    name[0] = letter;
+    if (index >= 10) {
+        name[1] = (char)('0' + index / 10);
+        name[2] = (char)('0' + index % 10);
+        name[3] = 0;
+    } else {
+        name[1] = (char)('0' + index);
+        name[2] = 0;
+    }
+}

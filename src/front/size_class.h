@@ -1,0 +1,45 @@
+/* Size classes: which class serves a request and how big its blocks are. */
+#ifndef HAK_SIZE_CLASS_H
+#define HAK_SIZE_CLASS_H
+
+#include "../internal.h"
+
+/* Small classes by (size + 7) / 8, for sizes up to 1 KiB. */
+extern const uint8_t hak_small_class_of[HAK_SMALL_MAX / 8 + 1];
+extern const uint32_t hak_class_size[HAK_NUM_CLASSES];
+/* Bytes of the span a Mid or L25 slab of the class occupies. */
+extern const uint32_t hak_class_span_bytes[HAK_NUM_CLASSES];
+
+static inline unsigned hak_small_class(size_t size)
+{
+    return hak_small_class_of[(size + 7) >> 3];
+}
+
+/* For 1 KiB < size <= 1 MiB: four classes per doubling. */
+static inline unsigned hak_mid_class(size_t size)
+{
+    size_t s = size - 1;
+    unsigned log = 63 - (unsigned)__builtin_clzl(s);
+    unsigned quarter = (unsigned)(s >> (log - 2)) & 3;
+    return HAK_FIRST_MID + (log - 10) * 4 + quarter;
+}
+
+static inline unsigned hak_class_of(size_t size)
+{
+    return size <= HAK_SMALL_MAX ? hak_small_class(size) : hak_mid_class(size);
+}
+
+static inline bool hak_class_is_small(unsigned cls)
+{
+    return cls < HAK_FIRST_MID;
+}
+
+static inline bool hak_class_is_l25(unsigned cls)
+{
+    return cls >= HAK_FIRST_L25;
+}
+
+/* Printable name: C0..C7, M0..M19, L0..L19. */
+void hak_class_name(unsigned cls, char name[4]);
+
+#endif

@@ -1,0 +1,108 @@
+/* Process start-up, fork and the fatal-error exit. */
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/auxv.h>
+#include <unistd.h>
+
+#include "arena/abandoned.h"
+#include "arena/hot_span_box.h"
+#include "arena/meta.h"
+#include "arena/page_arena.h"
+#include "arena/page_map.h"
+#include "arena/shared_pool.h"
+#include "front/thread_heap.h"
+#include "internal.h"
+#include "options.h"
+#include "print.h"
+#include "stats.h"
+#include "hakmem.h"
+
+struct hak_slab hak_empty_slab = {.kind = HAK_SLAB_INVALID};
+struct hak_slab hak_invalid_slab = {.kind = HAK_SLAB_INVALID};
+struct hak_heap hak_empty_heap = {.cur = {[0 ... HAK_NUM_CLASSES - 1] = &hak_empty_slab}};
+
+enum { INIT_NONE, INIT_RUNNING, INIT_DONE };
+static _Atomic int init_state = INIT_NONE;
+static __thread bool initializing_here __attribute__((tls_model("initial-exec")));
+
+void hak_fatal(const char *what, const void *addr)
+{
+    struct hak_printer out = {.fd = 2};
+    hak_print_str(&out, "hakmem: ");
+    hak_print_str(&out, what);
+    if (addr) {
+        static const char hex[] = "0123456789abcdef";
+        char text[19] = "0x";
+        uintptr_t value = (uintptr_t)addr;
+        for (int i = 0; i < 16; i++)
+            text[2 + i] = hex[(value >> (60 - 4 * i)) & 15];
+        text[18] = 0;
+        hak_print_str(&out, " ");
+        hak_print_str(&out, text);
+    }
+    hak_print_str(&out, "\n");
+    hak_print_flush(&out);
+    abort();
+}
+
+/* Locks are taken in one order everywhere, so fork takes them in it too. */
+static void fork_prepare(void)
+{
+    hak_heap_registry_lock();
+    hak_abandoned_lock();
+    hak_shared_pool_lock_all();
+    hak_hot_span_lock_all();
+    hak_page_arena_lock_all();
+    hak_meta_lock();
+    hak_page_map_lock();
+}
+
+static void fork_release(void)
+{
+    hak_page_map_unlock();
+    hak_meta_unlock();
+    hak_page_arena_unlock_all();
+    hak_hot_span_unlock_all();
+    hak_shared_pool_unlock_all();
+    hak_abandoned_unlock();
+    hak_heap_registry_unlock();
+}
+
+static void init_once(void)
+{
+    if (getauxval(AT_PAGESZ) != HAK_PAGE_SIZE)
+        hak_fatal("this build needs 4 KiB pages", NULL);
+    hak_options_load();
+    if (!hak_heap_setup())
+        hak_fatal("cannot create the thread-exit key", NULL);
+    /* May allocate: the nested call sees initializing_here and goes on. */
+    pthread_atfork(fork_prepare, fork_release, fork_release);
+}
+
+void hak_init(void)
+{
+    if (HAK_LIKELY(atomic_load_explicit(&init_state, memory_order_acquire) == INIT_DONE) ||
+        initializing_here)
+        return;
+    int expected = INIT_NONE;
+    if (atomic_compare_exchange_strong(&init_state, &expected, INIT_RUNNING)) {
+        initializing_here = true;
+        init_once();
+        initializing_here = false;
+        atomic_store_explicit(&init_state, INIT_DONE, memory_order_release);
+        return;
+    }
+    while (atomic_load_explicit(&init_state, memory_order_acquire) != INIT_DONE)
+        sched_yield();
+}
+
+__attribute__((constructor)) static void hak_start(void)
+{
+    hak_init();
+}
+
+__attribute__((destructor)) static void hak_finish(void)
+{
+    if (hak_options.stats)
+        hak_stats_print(2);
+}

@@ -1,0 +1,235 @@
+/* The data structures of hakmem, in one place.
+ *
+ * Memory comes from the OS in chunks aligned to 2 MiB.  Every chunk starts
+ * with a struct hak_chunk_head; the page map (arena/page_map.h) maps each
+ * 2 MiB of address space that hakmem owns to the head of its chunk, so a
+ * pointer finds its owner in O(1) without touching memory hakmem does not own.
+ *
+ *   SuperSlab  (2 MiB)  small classes C0-C7; 32 slabs of 64 KiB, slab 0 holds
+ *                       the header.  Per-node shared pool.
+ *   Arena chunk (4 MiB) the PageArena: page spans for Mid slabs (1-32 KiB
+ *                       classes) and L25 blocks (32 KiB-1 MiB, one block per
+ *                       span).  Freed spans wait in the HotSpanBox, still
+ *                       mapped, before they are decommitted and coalesced.
+ *   Large      (any)    one mapping per block above 1 MiB.
+ *
+ * A slab (struct hak_slab) is a run of memory carved into blocks of one class
+ * and owned by one thread heap.  The owner allocates and frees without
+ * atomics; other threads push freed blocks onto the slab's remote list.
+ */
+#ifndef HAK_INTERNAL_H
+#define HAK_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HAK_API __attribute__((visibility("default")))
+#define HAK_LIKELY(x) __builtin_expect(!!(x), 1)
+#define HAK_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define HAK_NOINLINE __attribute__((noinline))
+#define HAK_CACHE_LINE 64
+
+#define HAK_PAGE_SHIFT 12
+#define HAK_PAGE_SIZE ((size_t)1 << HAK_PAGE_SHIFT)
+#define HAK_CHUNK_SHIFT 21
+#define HAK_CHUNK_SIZE ((size_t)1 << HAK_CHUNK_SHIFT)
+
+#define HAK_SUPERSLAB_SIZE HAK_CHUNK_SIZE
+#define HAK_SLAB_SHIFT 16
+#define HAK_SLAB_SIZE ((size_t)1 << HAK_SLAB_SHIFT)
+#define HAK_SLABS_PER_SUPERSLAB (HAK_SUPERSLAB_SIZE / HAK_SLAB_SIZE)
+#define HAK_SUPERSLAB_PAGES (HAK_SUPERSLAB_SIZE / HAK_PAGE_SIZE)
+
+#define HAK_ARENA_CHUNK_SIZE (2 * HAK_CHUNK_SIZE)
+#define HAK_ARENA_PAGES (HAK_ARENA_CHUNK_SIZE / HAK_PAGE_SIZE)
+
+#define HAK_MAX_NODES 64
+
+/* Size classes: C0-C7 are 8 B ... 1 KiB (powers of two); then four classes
+ * per doubling up to 1 MiB: Mid (1280 B ... 32 KiB) and L25 (40 KiB ...
+ * 1 MiB). */
+#define HAK_SMALL_CLASSES 8
+#define HAK_SMALL_MAX 1024
+#define HAK_MID_CLASSES 20
+#define HAK_MID_MAX (32 * 1024)
+#define HAK_L25_CLASSES 20
+#define HAK_L25_MAX (1024 * 1024)
+#define HAK_NUM_CLASSES (HAK_SMALL_CLASSES + HAK_MID_CLASSES + HAK_L25_CLASSES)
+#define HAK_FIRST_MID HAK_SMALL_CLASSES
+#define HAK_FIRST_L25 (HAK_SMALL_CLASSES + HAK_MID_CLASSES)
+
+enum hak_chunk_kind {
+    HAK_CHUNK_SUPERSLAB = 1,
+    HAK_CHUNK_ARENA,
+    HAK_CHUNK_LARGE,
+};
+
+/* At offset 0 of every chunk. */
+struct hak_chunk_head {
+    uint32_t kind;
+    uint32_t node;
+    size_t map_size; /* bytes mapped, from the head */
+    struct hak_chunk_head *next; /* in its backend's list */
+    struct hak_chunk_head *prev;
+    char reserved[HAK_CACHE_LINE - 32];
+};
+
+/* The view of SuperSlabs and arena chunks that free() uses: a page table
+ * right after the head gives every page's slab. */
+struct hak_chunk {
+    struct hak_chunk_head head;
+    struct hak_slab *page_slab[];
+};
+
+enum hak_slab_kind {
+    HAK_SLAB_INVALID = 0, /* header pages, free spans: freeing here is a bug */
+    HAK_SLAB_SMALL,
+    HAK_SLAB_MID,
+    HAK_SLAB_L25,
+    HAK_SLAB_FREE_SPAN,
+};
+
+/* Where a slab is, from its owner's point of view. */
+enum hak_slab_state {
+    HAK_STATE_NONE = 0,
+    HAK_STATE_CUR,       /* heap->cur[class] */
+    HAK_STATE_PARTIAL,   /* on the heap's partial list: has free blocks */
+    HAK_STATE_FULL,      /* on the heap's full list: remote frees notify */
+    HAK_STATE_RING,      /* empty, in the heap's span ring */
+    HAK_STATE_ABANDONED, /* owner exited with blocks still in use */
+    HAK_STATE_POOL,      /* returned to its backend */
+};
+
+/* Low bits of hak_slab.remote: how a remote free must tell the owner. */
+enum hak_remote_flag {
+    HAK_REMOTE_NORMAL = 0,    /* the owner will look at this slab anyway */
+    HAK_REMOTE_NOTIFY = 1,    /* slab is full: the next remote free queues it */
+    HAK_REMOTE_NOTIFYING = 2, /* a remote free is queueing it right now */
+    HAK_REMOTE_NEVER = 3,     /* no owner: nobody to tell */
+    HAK_REMOTE_FLAGS = 3,
+};
+
+struct hak_heap;
+
+struct hak_slab {
+    /* Read-mostly: set when the slab is handed to a heap, read by every free,
+     * also from other threads.  Kept apart from the written fields (seed 004:
+     * sharing one line between both halved HAProxy's pool throughput). */
+    _Atomic(struct hak_heap *) owner;
+    char *start;
+    char *end;
+    struct hak_chunk_head *chunk;
+    uint32_t block_size;
+    uint32_t capacity;
+    uint32_t first_page; /* arena spans: index of the first page in chunk */
+    uint32_t pages;      /* arena spans: length */
+    uint8_t kind;
+    uint8_t cls;
+    uint8_t node;
+    char pad0[HAK_CACHE_LINE - 52];
+
+    /* Written by the owner only. */
+    void *free;
+    uint32_t used; /* blocks handed out and not freed locally or collected */
+    uint8_t state;
+    bool queued; /* on the owner's delayed list; must not be released yet */
+    char *carve; /* first block never handed out */
+    struct hak_slab *next;
+    struct hak_slab *prev;
+    struct hak_slab *age_next; /* HotSpanBox age order */
+    struct hak_slab *age_prev;
+    uint64_t freed_ms; /* when it entered the HotSpanBox */
+    char pad1[HAK_CACHE_LINE - 64];
+
+    /* Written by other threads. */
+    _Atomic(uintptr_t) remote; /* block list | enum hak_remote_flag */
+    struct hak_slab *delayed_next;
+    char pad2[HAK_CACHE_LINE - 16];
+};
+
+_Static_assert(sizeof(struct hak_slab) == 3 * HAK_CACHE_LINE, "slab layout");
+
+struct hak_superslab {
+    struct hak_chunk_head head;
+    struct hak_slab *page_slab[HAK_SUPERSLAB_PAGES];
+    uint32_t free_slabs; /* bit i: slab i is free */
+    uint32_t used_slabs;
+    struct hak_slab slabs[HAK_SLABS_PER_SUPERSLAB] __attribute__((aligned(HAK_CACHE_LINE)));
+};
+
+struct hak_arena_chunk {
+    struct hak_chunk_head head;
+    struct hak_slab *page_slab[HAK_ARENA_PAGES];
+    uint32_t free_pages;
+};
+
+#define HAK_SUPERSLAB_HEADER_SLABS 1
+#define HAK_ARENA_HEADER_PAGES \
+    ((sizeof(struct hak_arena_chunk) + HAK_PAGE_SIZE - 1) / HAK_PAGE_SIZE)
+#define HAK_ARENA_USABLE_PAGES (HAK_ARENA_PAGES - HAK_ARENA_HEADER_PAGES)
+
+_Static_assert(sizeof(struct hak_superslab) <= HAK_SLAB_SIZE, "superslab header fits slab 0");
+_Static_assert(__builtin_offsetof(struct hak_superslab, page_slab) ==
+                   __builtin_offsetof(struct hak_chunk, page_slab),
+               "page table offset");
+_Static_assert(__builtin_offsetof(struct hak_arena_chunk, page_slab) ==
+                   __builtin_offsetof(struct hak_chunk, page_slab),
+               "page table offset");
+
+struct hak_large {
+    struct hak_chunk_head head;
+    size_t offset; /* of the user block from the head */
+    size_t usable;
+};
+
+/* Per-class telemetry, written by the owning thread only. */
+struct hak_class_stats {
+    uint64_t allocs;      /* all allocations */
+    uint64_t refills;     /* allocations that took the slow path */
+    uint64_t slabs_in;    /* slabs taken from a backend or adopted */
+    uint64_t slabs_out;   /* empty slabs given back (flushes) */
+    uint64_t remote_frees;
+};
+
+/* A list of slabs linked through next/prev. */
+struct hak_slab_list {
+    struct hak_slab *head;
+    uint32_t count;
+};
+
+/* One per thread.  The hot part is cur[]: the first cache line holds the
+ * small classes, so a program that uses only those touches one line of TLS
+ * state (seed 000: a bigger ring in one pool pushed another pool's hot state
+ * out of L1). */
+struct hak_heap {
+    struct hak_slab *cur[HAK_NUM_CLASSES];
+    uint64_t allocs[HAK_NUM_CLASSES] __attribute__((aligned(HAK_CACHE_LINE)));
+
+    /* Slow-path state. */
+    struct hak_slab_list partial[HAK_NUM_CLASSES];
+    struct hak_slab_list full[HAK_NUM_CLASSES];
+    struct hak_slab_list ring[HAK_NUM_CLASSES]; /* empty Mid/L25 spans */
+    size_t ring_bytes;
+    uint32_t node;
+    struct hak_heap *next_live; /* registry, for stats */
+    struct hak_heap *prev_live;
+    struct hak_class_stats stats[HAK_NUM_CLASSES];
+
+    /* Slabs queued by remote frees; written by other threads. */
+    _Atomic(struct hak_slab *) delayed __attribute__((aligned(HAK_CACHE_LINE)));
+};
+
+/* Before a thread's first allocation its heap is this one: every cur[] is an
+ * empty slab, so the fast path falls through to the slow path without a
+ * separate check. */
+extern struct hak_heap hak_empty_heap;
+extern struct hak_slab hak_empty_slab;
+extern struct hak_slab hak_invalid_slab;
+
+void hak_init(void);
+void hak_fatal(const char *what, const void *addr) __attribute__((noreturn, cold));
+
+#endif

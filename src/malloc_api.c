@@ -1,0 +1,237 @@
+/* The public entry points: the standard allocation functions and their hak_
+ * twins (the same code under two names). */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "arena/large.h"
+#include "arena/page_map.h"
+#include "front/size_class.h"
+#include "front/thread_heap.h"
+#include "hakmem.h"
+#include "internal.h"
+
+#define EXPORT_AS(name, target) __typeof__(target) name __attribute__((alias(#target), HAK_VISIBLE))
+#define HAK_VISIBLE visibility("default")
+
+static void *fail_nomem(void)
+{
+    errno = ENOMEM;
+    return NULL;
+}
+
+static HAK_NOINLINE void *alloc_large(size_t size, size_t align)
+{
+    if (size > PTRDIFF_MAX)
+        return fail_nomem();
+    hak_init();
+    return hak_large_alloc(size, align, hak_tls_heap->node);
+}
+
+static inline void *alloc(size_t size)
+{
+    if (HAK_LIKELY(size <= HAK_SMALL_MAX))
+        return hak_heap_alloc(hak_small_class(size));
+    if (HAK_LIKELY(size <= HAK_L25_MAX))
+        return hak_heap_alloc(hak_mid_class(size));
+    return alloc_large(size, HAK_PAGE_SIZE);
+}
+
+static inline struct hak_slab *slab_of(struct hak_chunk_head *chunk, const void *ptr)
+{
+    size_t page = ((uintptr_t)ptr - (uintptr_t)chunk) >> HAK_PAGE_SHIFT;
+    return ((struct hak_chunk *)chunk)->page_slab[page];
+}
+
+/* Bytes usable at ptr, which lies in chunk. */
+static size_t usable_size(struct hak_chunk_head *chunk, void *ptr)
+{
+    if (chunk->kind == HAK_CHUNK_LARGE) {
+        struct hak_large *large = (struct hak_large *)chunk;
+        if (ptr != hak_large_block(large))
+            hak_fatal("pointer inside a large block", ptr);
+        return hak_large_usable(large);
+    }
+    struct hak_slab *slab = slab_of(chunk, ptr);
+    if (slab->kind != HAK_SLAB_SMALL && slab->kind != HAK_SLAB_MID && slab->kind != HAK_SLAB_L25)
+        hak_fatal("pointer hakmem never handed out", ptr);
+    return slab->block_size;
+}
+
+HAK_API void *hak_malloc(size_t size)
+{
+    return alloc(size);
+}
+
+HAK_API void hak_free(void *ptr)
+{
+    struct hak_chunk_head *chunk = hak_page_map_lookup(ptr);
+    if (HAK_UNLIKELY(!chunk))
+        return; /* NULL, or memory hakmem does not own: leave it alone */
+    if (HAK_UNLIKELY(chunk->kind == HAK_CHUNK_LARGE)) {
+        hak_large_free((struct hak_large *)chunk, ptr);
+        return;
+    }
+    hak_heap_free(slab_of(chunk, ptr), ptr);
+}
+
+HAK_API void *hak_calloc(size_t nmemb, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(nmemb, size, &total))
+        return fail_nomem();
+    void *ptr = alloc(total);
+    /* Large blocks are fresh mappings, already zero. */
+    if (ptr && total <= HAK_L25_MAX)
+        memset(ptr, 0, total);
+    return ptr;
+}
+
+/* Bytes readable from ptr, up to limit: a foreign block's size is unknown,
+ * so copy only what is mapped. */
+static size_t readable_bytes(const void *ptr, size_t limit)
+{
+    uintptr_t page = (uintptr_t)ptr & ~(HAK_PAGE_SIZE - 1);
+    uintptr_t end = (uintptr_t)ptr + limit;
+    unsigned char resident;
+    while (page < end && mincore((void *)page, HAK_PAGE_SIZE, &resident) == 0)
+        page += HAK_PAGE_SIZE;
+    return page >= end ? limit : page - (uintptr_t)ptr;
+}
+
+static HAK_NOINLINE void *realloc_foreign(void *ptr, size_t size)
+{
+    void *fresh = alloc(size);
+    if (fresh)
+        memcpy(fresh, ptr, readable_bytes(ptr, size));
+    return fresh;
+}
+
+HAK_API void *hak_realloc(void *ptr, size_t size)
+{
+    if (!ptr)
+        return alloc(size);
+    if (size == 0) {
+        hak_free(ptr);
+        return NULL;
+    }
+    if (size > PTRDIFF_MAX)
+        return fail_nomem();
+    struct hak_chunk_head *chunk = hak_page_map_lookup(ptr);
+    if (!chunk)
+        return realloc_foreign(ptr, size);
+    size_t old = usable_size(chunk, ptr);
+    if (size <= old && size > old / 2)
+        return ptr;
+    void *fresh = alloc(size);
+    if (!fresh)
+        return NULL;
+    memcpy(fresh, ptr, size < old ? size : old);
+    hak_free(ptr);
+    return fresh;
+}
+
+HAK_API void *hak_reallocarray(void *ptr, size_t nmemb, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(nmemb, size, &total))
+        return fail_nomem();
+    return hak_realloc(ptr, total);
+}
+
+/* align: a power of two. */
+static void *alloc_aligned(size_t align, size_t size)
+{
+    if (align <= 16 && (align < 16 || size >= 16))
+        return alloc(size);
+    if (size > PTRDIFF_MAX)
+        return fail_nomem();
+    size_t need = size < align ? align : size;
+    if (align <= HAK_PAGE_SIZE) {
+        /* Power-of-two classes are aligned to their size (up to a page)
+         * because slabs and spans start page-aligned. */
+        if (need <= HAK_SMALL_MAX)
+            return hak_heap_alloc(hak_small_class(need));
+        if (need <= HAK_L25_MAX) {
+            if (align > 256 && need <= HAK_MID_MAX)
+                need = (size_t)1 << (64 - __builtin_clzl(need - 1));
+            return hak_heap_alloc(hak_mid_class(need));
+        }
+    }
+    return alloc_large(size, align);
+}
+
+static bool is_power_of_two(size_t n)
+{
+    return n && !(n & (n - 1));
+}
+
+HAK_API int hak_posix_memalign(void **out, size_t alignment, size_t size)
+{
+    if (!is_power_of_two(alignment) || alignment % sizeof(void *))
+        return EINVAL;
+    int saved = errno;
+    void *ptr = alloc_aligned(alignment, size);
+    if (!ptr) {
+        errno = saved;
+        return ENOMEM;
+    }
+    *out = ptr;
+    return 0;
+}
+
+HAK_API void *hak_aligned_alloc(size_t alignment, size_t size)
+{
+    if (!is_power_of_two(alignment)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return alloc_aligned(alignment, size);
+}
+
+HAK_API void *hak_memalign(size_t alignment, size_t size)
+{
+    /* As glibc: a smaller alignment is raised, one that is not a power of
+     * two is rounded up to the next. */
+    if (alignment > (SIZE_MAX >> 1) + 1) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (alignment < sizeof(void *))
+        alignment = sizeof(void *);
+    if (!is_power_of_two(alignment))
+        alignment = (size_t)1 << (64 - __builtin_clzl(alignment));
+    return alloc_aligned(alignment, size);
+}
+
+HAK_API void *hak_valloc(size_t size)
+{
+    return alloc_aligned(HAK_PAGE_SIZE, size);
+}
+
+HAK_API void *hak_pvalloc(size_t size)
+{
+    size_t rounded = (size + HAK_PAGE_SIZE - 1) & ~(HAK_PAGE_SIZE - 1);
+    if (rounded < size)
+        return fail_nomem();
+    return alloc_aligned(HAK_PAGE_SIZE, rounded ? rounded : HAK_PAGE_SIZE);
+}
+
+HAK_API size_t hak_malloc_usable_size(void *ptr)
+{
+    struct hak_chunk_head *chunk = hak_page_map_lookup(ptr);
+    return chunk ? usable_size(chunk, ptr) : 0;
+}
+
+EXPORT_AS(malloc, hak_malloc);
+EXPORT_AS(free, hak_free);
+EXPORT_AS(calloc, hak_calloc);
+EXPORT_AS(realloc, hak_realloc);
+EXPORT_AS(reallocarray, hak_reallocarray);
+EXPORT_AS(posix_memalign, hak_posix_memalign);
+EXPORT_AS(aligned_alloc, hak_aligned_alloc);
+EXPORT_AS(memalign, hak_memalign);
+EXPORT_AS(valloc, hak_valloc);
+EXPORT_AS(pvalloc, hak_pvalloc);
+EXPORT_AS(malloc_usable_size, hak_malloc_usable_size);

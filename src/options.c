@@ -1,0 +1,149 @@
+#include "options.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "print.h"
+
+struct hak_options hak_options = {
+    .hot_bytes = 32u << 20,
+    .decay_ms = 5000,
+    .mid_ring = 2,
+    .l25_ring = 4,
+    .ring_bytes = 4u << 20,
+    .numa = HAK_NUMA_AUTO,
+    .stats = false,
+};
+
+enum option_type { OPT_BOOL, OPT_BYTES, OPT_U32, OPT_U64, OPT_NUMA_MODE };
+
+struct option {
+    const char *name;
+    enum option_type type;
+    void *value;
+    const char *help;
+};
+
+static const struct option table[] = {
+    {"HAKMEM_STATS", OPT_BOOL, &hak_options.stats, "print statistics at exit"},
+    {"HAKMEM_HOT_BYTES", OPT_BYTES, &hak_options.hot_bytes,
+     "freed Mid/L25 spans kept resident per node (bytes; K, M, G suffixes)"},
+    {"HAKMEM_DECAY_MS", OPT_U64, &hak_options.decay_ms,
+     "how long a freed span stays resident (ms)"},
+    {"HAKMEM_MID_RING", OPT_U32, &hak_options.mid_ring,
+     "empty Mid slabs a thread keeps per class"},
+    {"HAKMEM_L25_RING", OPT_U32, &hak_options.l25_ring,
+     "empty L25 spans a thread keeps per class"},
+    {"HAKMEM_RING_BYTES", OPT_BYTES, &hak_options.ring_bytes,
+     "bound on the bytes a thread's rings keep"},
+    {"HAKMEM_NUMA", OPT_NUMA_MODE, &hak_options.numa, "auto or off"},
+};
+
+/* Digits with an optional K/M/G suffix; false on anything else. */
+static bool parse_number(const char *text, bool suffix_ok, uint64_t *out)
+{
+    uint64_t value = 0;
+    const char *p = text;
+    if (*p < '0' || *p > '9')
+        return false;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (value > (UINT64_MAX - 9) / 10)
+            return false;
+        value = value * 10 + (uint64_t)(*p - '0');
+    }
+    unsigned shift = 0;
+    if (suffix_ok && *p) {
+        switch (*p | 0x20) {
+        case 'k': shift = 10; break;
+        case 'm': shift = 20; break;
+        case 'g': shift = 30; break;
+        default: return false;
+        }
+        p++;
+    }
+    if (*p || (shift && value > (UINT64_MAX >> shift)))
+        return false;
+    *out = value << shift;
+    return true;
+}
+
+static void warn(const char *name, const char *text)
+{
+    struct hak_printer out = {.fd = 2};
+    hak_print_str(&out, "hakmem: ignoring ");
+    hak_print_str(&out, name);
+    hak_print_str(&out, "=");
+    hak_print_str(&out, text);
+    hak_print_str(&out, " (not a valid value)\n");
+    hak_print_flush(&out);
+}
+
+static bool parse(const struct option *opt, const char *text)
+{
+    uint64_t number;
+    switch (opt->type) {
+    case OPT_BOOL:
+        if (strcmp(text, "0") && strcmp(text, "1"))
+            return false;
+        *(bool *)opt->value = text[0] == '1';
+        return true;
+    case OPT_BYTES:
+        if (!parse_number(text, true, &number))
+            return false;
+        *(size_t *)opt->value = (size_t)number;
+        return true;
+    case OPT_U32:
+        if (!parse_number(text, false, &number) || number > UINT32_MAX)
+            return false;
+        *(uint32_t *)opt->value = (uint32_t)number;
+        return true;
+    case OPT_U64:
+        if (!parse_number(text, false, &number))
+            return false;
+        *(uint64_t *)opt->value = number;
+        return true;
+    case OPT_NUMA_MODE:
+        if (!strcmp(text, "auto"))
+            *(uint32_t *)opt->value = HAK_NUMA_AUTO;
+        else if (!strcmp(text, "off"))
+            *(uint32_t *)opt->value = HAK_NUMA_OFF;
+        else
+            return false;
+        return true;
+    }
+    return false;
+}
+
+void hak_options_load(void)
+{
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        const char *text = getenv(table[i].name);
+        if (text && !parse(&table[i], text))
+            warn(table[i].name, text);
+    }
+}
+
+void hak_options_print(int fd)
+{
+    struct hak_printer out = {.fd = fd};
+    hak_print_str(&out, "options:\n");
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        const struct option *opt = &table[i];
+        hak_print_str(&out, "  ");
+        hak_print_padded(&out, opt->name, 20);
+        switch (opt->type) {
+        case OPT_BOOL: hak_print_u64(&out, *(bool *)opt->value, 12); break;
+        case OPT_BYTES: hak_print_u64(&out, *(size_t *)opt->value, 12); break;
+        case OPT_U32: hak_print_u64(&out, *(uint32_t *)opt->value, 12); break;
+        case OPT_U64: hak_print_u64(&out, *(uint64_t *)opt->value, 12); break;
+        case OPT_NUMA_MODE:
+            hak_print_padded(&out, "", 8);
+            hak_print_str(&out, *(uint32_t *)opt->value == HAK_NUMA_OFF ? " off" : "auto");
+            break;
+        }
+        hak_print_str(&out, "  ");
+        hak_print_str(&out, opt->help);
+        hak_print_str(&out, "\n");
+    }
+    hak_print_flush(&out);
+}

@@ -1,0 +1,28 @@
+/* Run-time options: read once from the environment at start-up, from one
+ * table (options.c). */
+#ifndef HAK_OPTIONS_H
+#define HAK_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum hak_numa_mode { HAK_NUMA_AUTO, HAK_NUMA_OFF };
+
+struct hak_options {
+    size_t hot_bytes;     /* HotSpanBox budget per node */
+    uint64_t decay_ms;    /* how long a span stays hot */
+    uint32_t mid_ring;    /* empty Mid slabs a thread keeps per class */
+    uint32_t l25_ring;    /* empty L25 spans a thread keeps per class */
+    size_t ring_bytes;    /* bound on the bytes of one thread's rings */
+    uint32_t numa;        /* enum hak_numa_mode */
+    bool stats;           /* print statistics at exit */
+};
+
+extern struct hak_options hak_options;
+
+void hak_options_load(void);
+/* Writes the table with current values (for the stats report). */
+void hak_options_print(int fd);
+
+#endif

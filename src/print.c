@@ -1,0 +1,55 @@
+#include "print.h"
+
+#include <string.h>
+
+#include "os.h"
+
+static void put(struct hak_printer *out, const char *s, size_t n)
+{
+    while (n) {
+        if (out->len == sizeof(out->buf))
+            hak_print_flush(out);
+        size_t room = sizeof(out->buf) - out->len;
+        size_t chunk = n < room ? n : room;
+        memcpy(out->buf + out->len, s, chunk);
+        out->len += chunk;
+        s += chunk;
+        n -= chunk;
+    }
+}
+
+static void pad(struct hak_printer *out, size_t used, unsigned width)
+{
+    while (used++ < width)
+        put(out, " ", 1);
+}
+
+void hak_print_str(struct hak_printer *out, const char *s)
+{
+    put(out, s, strlen(s));
+}
+
+void hak_print_padded(struct hak_printer *out, const char *s, unsigned width)
+{
+    size_t n = strlen(s);
+    put(out, s, n);
+    pad(out, n, width);
+}
+
+void hak_print_u64(struct hak_printer *out, uint64_t value, unsigned width)
+{
+    char digits[24];
+    size_t n = 0;
+    do {
+        digits[sizeof(digits) - 1 - n++] = (char)('0' + value % 10);
+        value /= 10;
+    } while (value);
+    pad(out, n, width);
+    put(out, digits + sizeof(digits) - n, n);
+}
+
+void hak_print_flush(struct hak_printer *out)
+{
+    hak_os_write(out->fd, out->buf, out->len);
+    out->len = 0;
+}

@@ -1,0 +1,21 @@
+/* Formatted output that never allocates: the stats report runs inside the
+ * allocator, where printf could call malloc. */
+#ifndef HAK_PRINT_H
+#define HAK_PRINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct hak_printer {
+    int fd;
+    size_t len;
+    char buf[2048];
+};
+
+void hak_print_str(struct hak_printer *out, const char *s);
+/* Right-aligned in width columns (0: no padding). */
+void hak_print_u64(struct hak_printer *out, uint64_t value, unsigned width);
+void hak_print_padded(struct hak_printer *out, const char *s, unsigned width);
+void hak_print_flush(struct hak_printer *out);
+
+#endif

@@ -1,0 +1,91 @@
+#include "stats.h"
+
+#include <sys/resource.h>
+
+#include "front/size_class.h"
+#include "front/thread_heap.h"
+#include "hakmem.h"
+#include "internal.h"
+#include "options.h"
+#include "print.h"
+
+_Atomic uint64_t hak_stat_counters[HAK_STAT_COUNT];
+
+/* Counters of heaps whose threads have exited; under the heap registry lock. */
+static struct hak_class_stats retired[HAK_NUM_CLASSES];
+
+static const char *const counter_names[HAK_STAT_COUNT] = {
+    [HAK_STAT_MAPPED_BYTES] = "mapped_bytes",
+    [HAK_STAT_UNMAPPED_BYTES] = "unmapped_bytes",
+    [HAK_STAT_DECOMMITTED_BYTES] = "decommitted_bytes",
+    [HAK_STAT_SUPERSLABS] = "superslabs_created",
+    [HAK_STAT_ARENA_CHUNKS] = "arena_chunks_created",
+    [HAK_STAT_LARGE_ALLOCS] = "large_allocs",
+    [HAK_STAT_HOT_HITS] = "hot_span_hits",
+    [HAK_STAT_HOT_EVICTIONS] = "hot_span_evictions",
+    [HAK_STAT_ABANDONED_SLABS] = "slabs_abandoned",
+    [HAK_STAT_ADOPTED_SLABS] = "slabs_adopted",
+    [HAK_STAT_THREADS] = "thread_heaps",
+};
+
+void hak_stats_retire_heap(const struct hak_heap *heap)
+{
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
+        retired[cls].allocs += heap->allocs[cls];
+        retired[cls].refills += heap->stats[cls].refills;
+        retired[cls].slabs_in += heap->stats[cls].slabs_in;
+        retired[cls].slabs_out += heap->stats[cls].slabs_out;
+        retired[cls].remote_frees += heap->stats[cls].remote_frees;
+    }
+}
+
+static void print_classes(struct hak_printer *out)
+{
+    struct hak_class_stats totals[HAK_NUM_CLASSES] = {0};
+    hak_heap_registry_lock();
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
+        totals[cls] = retired[cls];
+    hak_heap_registry_unlock();
+    hak_heap_sum_stats(totals);
+
+    hak_print_str(out, "class      size      allocs  cache_hits     refills   slabs_in  "
+                       "slabs_out remote_frees\n");
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
+        const struct hak_class_stats *s = &totals[cls];
+        if (!s->allocs && !s->remote_frees)
+            continue;
+        char name[4];
+        hak_class_name(cls, name);
+        hak_print_padded(out, name, 5);
+        hak_print_u64(out, hak_class_size[cls], 9);
+        hak_print_u64(out, s->allocs, 12);
+        hak_print_u64(out, s->allocs - s->refills, 12);
+        hak_print_u64(out, s->refills, 12);
+        hak_print_u64(out, s->slabs_in, 11);
+        hak_print_u64(out, s->slabs_out, 11);
+        hak_print_u64(out, s->remote_frees, 13);
+        hak_print_str(out, "\n");
+    }
+}
+
+HAK_API void hak_stats_print(int fd)
+{
+    struct hak_printer out = {.fd = fd};
+    hak_print_str(&out, "hakmem statistics\n");
+    print_classes(&out);
+    for (unsigned i = 0; i < HAK_STAT_COUNT; i++) {
+        hak_print_padded(&out, counter_names[i], 22);
+        hak_print_u64(&out, atomic_load_explicit(&hak_stat_counters[i], memory_order_relaxed), 16);
+        hak_print_str(&out, "\n");
+    }
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    hak_print_padded(&out, "process_minor_faults", 22);
+    hak_print_u64(&out, (uint64_t)usage.ru_minflt, 16);
+    hak_print_str(&out, "\n");
+    hak_print_padded(&out, "process_max_rss_kb", 22);
+    hak_print_u64(&out, (uint64_t)usage.ru_maxrss, 16);
+    hak_print_str(&out, "\n");
+    hak_print_flush(&out);
+    hak_options_print(fd);
+}
