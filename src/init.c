@@ -17,9 +17,9 @@
 #include "stats.h"
 #include "hakmem.h"
 
-struct hak_slab hak_empty_slab = {.kind = HAK_SLAB_INVALID};
-struct hak_slab hak_invalid_slab = {.kind = HAK_SLAB_INVALID};
-struct hak_heap hak_empty_heap = {.cur = {[0 ... HAK_NUM_CLASSES - 1] = &hak_empty_slab}};
+struct hak_slab hak_empty_slab = {.kind = HAK_SLAB_INVALID, .free_node = HAK_NO_NODE};
+struct hak_slab hak_invalid_slab = {.kind = HAK_SLAB_INVALID, .free_node = HAK_NO_NODE};
+struct hak_heap hak_empty_heap;
 
 enum { INIT_NONE, INIT_RUNNING, INIT_DONE };
 static _Atomic int init_state = INIT_NONE;

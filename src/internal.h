@@ -47,6 +47,8 @@
 #define HAK_ARENA_PAGES (HAK_ARENA_CHUNK_SIZE / HAK_PAGE_SIZE)
 
 #define HAK_MAX_NODES 64
+#define HAK_NO_NODE 0xffu       /* slab: serves no blocks */
+#define HAK_HEAPLESS_NODE 0xfeu /* thread: no heap yet, never equals a slab's */
 
 /* Size classes: C0-C7 are 8 B ... 1 KiB (powers of two); then four classes
  * per doubling up to 1 MiB: Mid (1280 B ... 32 KiB) and L25 (40 KiB ...
@@ -98,7 +100,6 @@ enum hak_slab_state {
     HAK_STATE_CUR,       /* heap->cur[class] */
     HAK_STATE_PARTIAL,   /* on the heap's partial list: has free blocks */
     HAK_STATE_FULL,      /* on the heap's full list: remote frees notify */
-    HAK_STATE_RING,      /* empty, in the heap's span ring */
     HAK_STATE_ABANDONED, /* owner exited with blocks still in use */
     HAK_STATE_POOL,      /* returned to its backend */
 };
@@ -129,6 +130,9 @@ struct hak_slab {
     uint8_t kind;
     uint8_t cls;
     uint8_t node;
+    /* node while the slab serves blocks, HAK_NO_NODE otherwise: free()
+     * compares it with the thread's node in one test */
+    uint8_t free_node;
     char pad0[HAK_CACHE_LINE - 52];
 
     /* Written by the owner only. */
@@ -187,11 +191,12 @@ struct hak_large {
 
 /* Per-class telemetry, written by the owning thread only. */
 struct hak_class_stats {
-    uint64_t allocs;      /* all allocations */
-    uint64_t refills;     /* allocations that took the slow path */
-    uint64_t slabs_in;    /* slabs taken from a backend or adopted */
-    uint64_t slabs_out;   /* empty slabs given back (flushes) */
-    uint64_t remote_frees;
+    uint64_t allocs;       /* all allocations */
+    uint64_t refills;      /* allocations that found the cache empty */
+    uint64_t flushes;      /* frees that found the cache full */
+    uint64_t slabs_in;     /* slabs taken from a backend or adopted */
+    uint64_t slabs_out;    /* empty slabs given back */
+    uint64_t remote_frees; /* blocks sent to another node's or thread's slab */
 };
 
 /* A list of slabs linked through next/prev. */
@@ -200,19 +205,21 @@ struct hak_slab_list {
     uint32_t count;
 };
 
-/* One per thread.  The hot part is cur[]: the first cache line holds the
- * small classes, so a program that uses only those touches one line of TLS
- * state (seed 000: a bigger ring in one pool pushed another pool's hot state
- * out of L1). */
+/* One per thread.  The fast paths touch head[] and room[] only: for the
+ * small classes, one cache line each (seed 000: a bigger ring in one pool
+ * pushed another pool's hot state out of L1 and cost 5%). */
 struct hak_heap {
-    struct hak_slab *cur[HAK_NUM_CLASSES];
+    /* Per-class cache of free blocks, linked through their first word. */
+    void *head[HAK_NUM_CLASSES];
+    /* Blocks the cache may still take before it flushes half. */
+    uint32_t room[HAK_NUM_CLASSES] __attribute__((aligned(HAK_CACHE_LINE)));
     uint64_t allocs[HAK_NUM_CLASSES] __attribute__((aligned(HAK_CACHE_LINE)));
 
     /* Slow-path state. */
+    uint32_t limit[HAK_NUM_CLASSES];        /* cache capacity in blocks */
+    struct hak_slab *cur[HAK_NUM_CLASSES];  /* slab refills carve from */
     struct hak_slab_list partial[HAK_NUM_CLASSES];
     struct hak_slab_list full[HAK_NUM_CLASSES];
-    struct hak_slab_list ring[HAK_NUM_CLASSES]; /* empty Mid/L25 spans */
-    size_t ring_bytes;
     uint32_t node;
     struct hak_heap *next_live; /* registry, for stats */
     struct hak_heap *prev_live;
@@ -222,9 +229,15 @@ struct hak_heap {
     _Atomic(struct hak_slab *) delayed __attribute__((aligned(HAK_CACHE_LINE)));
 };
 
-/* Before a thread's first allocation its heap is this one: every cur[] is an
- * empty slab, so the fast path falls through to the slow path without a
- * separate check. */
+/* The thread's heap and node, side by side in TLS: free() reads both. */
+struct hak_thread {
+    struct hak_heap *heap;
+    uint32_t node;
+};
+
+/* Before a thread's first allocation its heap is this one: every cache is
+ * empty and its node is HAK_HEAPLESS_NODE, so both fast paths fall through to the
+ * slow ones without a separate check. */
 extern struct hak_heap hak_empty_heap;
 extern struct hak_slab hak_empty_slab;
 extern struct hak_slab hak_invalid_slab;

@@ -26,7 +26,7 @@ static HAK_NOINLINE void *alloc_large(size_t size, size_t align)
     if (size > PTRDIFF_MAX)
         return fail_nomem();
     hak_init();
-    return hak_large_alloc(size, align, hak_tls_heap->node);
+    return hak_large_alloc(size, align, hak_tls.heap->node);
 }
 
 static inline void *alloc(size_t size)
@@ -38,12 +38,6 @@ static inline void *alloc(size_t size)
     return alloc_large(size, HAK_PAGE_SIZE);
 }
 
-static inline struct hak_slab *slab_of(struct hak_chunk_head *chunk, const void *ptr)
-{
-    size_t page = ((uintptr_t)ptr - (uintptr_t)chunk) >> HAK_PAGE_SHIFT;
-    return ((struct hak_chunk *)chunk)->page_slab[page];
-}
-
 /* Bytes usable at ptr, which lies in chunk. */
 static size_t usable_size(struct hak_chunk_head *chunk, void *ptr)
 {
@@ -53,7 +47,7 @@ static size_t usable_size(struct hak_chunk_head *chunk, void *ptr)
             hak_fatal("pointer inside a large block", ptr);
         return hak_large_usable(large);
     }
-    struct hak_slab *slab = slab_of(chunk, ptr);
+    struct hak_slab *slab = hak_chunk_slab(chunk, ptr);
     if (slab->kind != HAK_SLAB_SMALL && slab->kind != HAK_SLAB_MID && slab->kind != HAK_SLAB_L25)
         hak_fatal("pointer hakmem never handed out", ptr);
     return slab->block_size;
@@ -73,7 +67,7 @@ HAK_API void hak_free(void *ptr)
         hak_large_free((struct hak_large *)chunk, ptr);
         return;
     }
-    hak_heap_free(slab_of(chunk, ptr), ptr);
+    hak_heap_free(hak_chunk_slab(chunk, ptr), ptr);
 }
 
 HAK_API void *hak_calloc(size_t nmemb, size_t size)

@@ -8,9 +8,10 @@
 struct hak_options hak_options = {
     .hot_bytes = 32u << 20,
     .decay_ms = 5000,
-    .mid_ring = 2,
-    .l25_ring = 4,
-    .ring_bytes = 4u << 20,
+    .small_cache = 64,
+    .mid_ring = 48,
+    .l25_ring = 16,
+    .ring_bytes = 1u << 20,
     .numa = HAK_NUMA_AUTO,
     .stats = false,
 };
@@ -30,12 +31,14 @@ static const struct option table[] = {
      "freed Mid/L25 spans kept resident per node (bytes; K, M, G suffixes)"},
     {"HAKMEM_DECAY_MS", OPT_U64, &hak_options.decay_ms,
      "how long a freed span stays resident (ms)"},
+    {"HAKMEM_SMALL_CACHE", OPT_U32, &hak_options.small_cache,
+     "free blocks a thread caches per small class (C0-C7)"},
     {"HAKMEM_MID_RING", OPT_U32, &hak_options.mid_ring,
-     "empty Mid slabs a thread keeps per class"},
+     "free blocks a thread caches per Mid class (1-32 KiB)"},
     {"HAKMEM_L25_RING", OPT_U32, &hak_options.l25_ring,
-     "empty L25 spans a thread keeps per class"},
+     "free blocks a thread caches per L25 class (32 KiB-1 MiB)"},
     {"HAKMEM_RING_BYTES", OPT_BYTES, &hak_options.ring_bytes,
-     "bound on the bytes a thread's rings keep"},
+     "bound on the bytes cached per Mid/L25 class and thread"},
     {"HAKMEM_NUMA", OPT_NUMA_MODE, &hak_options.numa, "auto or off"},
 };
 

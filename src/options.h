@@ -12,9 +12,10 @@ enum hak_numa_mode { HAK_NUMA_AUTO, HAK_NUMA_OFF };
 struct hak_options {
     size_t hot_bytes;     /* HotSpanBox budget per node */
     uint64_t decay_ms;    /* how long a span stays hot */
-    uint32_t mid_ring;    /* empty Mid slabs a thread keeps per class */
-    uint32_t l25_ring;    /* empty L25 spans a thread keeps per class */
-    size_t ring_bytes;    /* bound on the bytes of one thread's rings */
+    uint32_t small_cache; /* blocks a thread caches per small class */
+    uint32_t mid_ring;    /* blocks a thread caches per Mid class */
+    uint32_t l25_ring;    /* blocks a thread caches per L25 class */
+    size_t ring_bytes;    /* bound on the bytes cached per Mid/L25 class */
     uint32_t numa;        /* enum hak_numa_mode */
     bool stats;           /* print statistics at exit */
 };

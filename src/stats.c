@@ -11,9 +11,6 @@
 
 _Atomic uint64_t hak_stat_counters[HAK_STAT_COUNT];
 
-/* Counters of heaps whose threads have exited; under the heap registry lock. */
-static struct hak_class_stats retired[HAK_NUM_CLASSES];
-
 static const char *const counter_names[HAK_STAT_COUNT] = {
     [HAK_STAT_MAPPED_BYTES] = "mapped_bytes",
     [HAK_STAT_UNMAPPED_BYTES] = "unmapped_bytes",
@@ -28,27 +25,12 @@ static const char *const counter_names[HAK_STAT_COUNT] = {
     [HAK_STAT_THREADS] = "thread_heaps",
 };
 
-void hak_stats_retire_heap(const struct hak_heap *heap)
-{
-    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
-        retired[cls].allocs += heap->allocs[cls];
-        retired[cls].refills += heap->stats[cls].refills;
-        retired[cls].slabs_in += heap->stats[cls].slabs_in;
-        retired[cls].slabs_out += heap->stats[cls].slabs_out;
-        retired[cls].remote_frees += heap->stats[cls].remote_frees;
-    }
-}
-
 static void print_classes(struct hak_printer *out)
 {
     struct hak_class_stats totals[HAK_NUM_CLASSES] = {0};
-    hak_heap_registry_lock();
-    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
-        totals[cls] = retired[cls];
-    hak_heap_registry_unlock();
     hak_heap_sum_stats(totals);
 
-    hak_print_str(out, "class      size      allocs  cache_hits     refills   slabs_in  "
+    hak_print_str(out, "class      size      allocs  cache_hits     refills     flushes   slabs_in  "
                        "slabs_out remote_frees\n");
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         const struct hak_class_stats *s = &totals[cls];
@@ -61,6 +43,7 @@ static void print_classes(struct hak_printer *out)
         hak_print_u64(out, s->allocs, 12);
         hak_print_u64(out, s->allocs - s->refills, 12);
         hak_print_u64(out, s->refills, 12);
+        hak_print_u64(out, s->flushes, 12);
         hak_print_u64(out, s->slabs_in, 11);
         hak_print_u64(out, s->slabs_out, 11);
         hak_print_u64(out, s->remote_frees, 13);

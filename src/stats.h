@@ -27,8 +27,4 @@ static inline void hak_stat_add(enum hak_stat which, uint64_t n)
     atomic_fetch_add_explicit(&hak_stat_counters[which], n, memory_order_relaxed);
 }
 
-struct hak_heap;
-/* Folds a dying heap's per-class counters into the process totals. */
-void hak_stats_retire_heap(const struct hak_heap *heap);
-
 #endif

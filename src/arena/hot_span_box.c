@@ -93,6 +93,7 @@ void hak_hot_span_put(struct hak_slab *span)
 {
     struct hot_span_box *box = &boxes[span->node];
     atomic_store_explicit(&span->owner, NULL, memory_order_relaxed);
+    span->free_node = HAK_NO_NODE;
     span->kind = HAK_SLAB_INVALID;
     span->state = HAK_STATE_POOL;
     span->end = span->start; /* a stray free into it now fails validation */

@@ -25,8 +25,10 @@ static struct hak_arena_chunk *chunk_of(const struct hak_slab *span)
     return (struct hak_arena_chunk *)span->chunk;
 }
 
+/* Points every page of span at it; it serves no blocks yet. */
 static void map_pages(struct hak_slab *span)
 {
+    span->free_node = HAK_NO_NODE;
     struct hak_arena_chunk *chunk = chunk_of(span);
     for (uint32_t p = 0; p < span->pages; p++)
         chunk->page_slab[span->first_page + p] = span;

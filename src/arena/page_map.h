@@ -27,6 +27,13 @@ static inline struct hak_chunk_head *hak_page_map_lookup(const void *ptr)
                                 memory_order_relaxed);
 }
 
+/* The slab of a block in a SuperSlab or arena chunk. */
+static inline struct hak_slab *hak_chunk_slab(struct hak_chunk_head *chunk, const void *ptr)
+{
+    size_t page = ((uintptr_t)ptr - (uintptr_t)chunk) >> HAK_PAGE_SHIFT;
+    return ((struct hak_chunk *)chunk)->page_slab[page];
+}
+
 /* Maps [base, base + size) to chunk; base is 2 MiB aligned.  False when a
  * table could not be allocated. */
 bool hak_page_map_set(void *base, size_t size, struct hak_chunk_head *chunk);

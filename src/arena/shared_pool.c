@@ -68,6 +68,7 @@ void hak_shared_pool_give(struct hak_slab *slab)
     struct shared_pool *pool = &pools[ss->head.node];
     struct hak_superslab *unmap = NULL;
     atomic_store_explicit(&slab->owner, NULL, memory_order_relaxed);
+    slab->free_node = HAK_NO_NODE;
     slab->state = HAK_STATE_POOL;
     slab->end = slab->start; /* a stray free into it now fails validation */
     pthread_mutex_lock(&pool->lock);

@@ -23,6 +23,7 @@ void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, unsigned cls
     slab->block_size = size;
     slab->capacity = (uint32_t)(bytes / size);
     slab->cls = (uint8_t)cls;
+    slab->free_node = slab->node;
     slab->free = NULL;
     slab->used = 0;
     slab->queued = false;
@@ -38,10 +39,10 @@ bool hak_slab_extend(struct hak_slab *slab)
     uint32_t size = slab->block_size;
     if (block + size > slab->end)
         return false;
-    /* Up to the end of the page the first block starts in, at least one. */
-    char *limit = (char *)(((uintptr_t)block + HAK_PAGE_SIZE) & ~(HAK_PAGE_SIZE - 1));
-    if (limit > slab->end)
-        limit = slab->end;
+    /* Sixteen blocks or a page, whichever is more: pages are touched as they
+     * are needed, yet big blocks do not take the slow path every time. */
+    size_t batch = 16 * (size_t)size > HAK_PAGE_SIZE ? 16 * (size_t)size : HAK_PAGE_SIZE;
+    char *limit = (size_t)(slab->end - block) < batch ? slab->end : block + batch;
     void *head = slab->free;
     char *last = block;
     char *next = block + size;

@@ -18,6 +18,7 @@ struct hak_superslab *hak_superslab_create(unsigned node)
         struct hak_slab *slab = &ss->slabs[i];
         slab->chunk = &ss->head;
         slab->node = (uint8_t)node;
+        slab->free_node = HAK_NO_NODE;
         slab->start = (char *)ss + (size_t)i * HAK_SLAB_SIZE;
         slab->end = slab->start;
         slab->kind = i < HAK_SUPERSLAB_HEADER_SLABS ? HAK_SLAB_INVALID : HAK_SLAB_SMALL;

@@ -6,20 +6,25 @@
 #include "../arena/hot_span_box.h"
 #include "../arena/meta.h"
 #include "../arena/page_arena.h"
+#include "../arena/page_map.h"
 #include "../arena/shared_pool.h"
 #include "../arena/slab.h"
 #include "../numa/node.h"
 #include "../options.h"
 #include "../stats.h"
 
-__thread struct hak_heap *hak_tls_heap __attribute__((tls_model("initial-exec"))) =
-    &hak_empty_heap;
+__thread struct hak_thread hak_tls __attribute__((tls_model("initial-exec"))) = {
+    .heap = &hak_empty_heap,
+    .node = HAK_HEAPLESS_NODE,
+};
 
 static pthread_key_t exit_key;
 
+/* Live heaps, and the counters of heaps whose threads have exited. */
 static struct {
     pthread_mutex_t lock;
     struct hak_heap *live;
+    struct hak_class_stats retired[HAK_NUM_CLASSES];
 } registry = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---- the heap's slab lists ---- */
@@ -54,11 +59,6 @@ static struct hak_slab *list_pop(struct hak_slab_list *list)
     return slab;
 }
 
-static size_t span_bytes(const struct hak_slab *slab)
-{
-    return (size_t)slab->pages * HAK_PAGE_SIZE;
-}
-
 /* ---- getting slabs ---- */
 
 static struct hak_slab *fresh_slab(struct hak_heap *heap, unsigned cls)
@@ -86,11 +86,6 @@ static struct hak_slab *next_slab(struct hak_heap *heap, unsigned cls)
     struct hak_slab *slab = list_pop(&heap->partial[cls]);
     if (slab)
         return slab;
-    slab = list_pop(&heap->ring[cls]);
-    if (slab) {
-        heap->ring_bytes -= span_bytes(slab);
-        return slab;
-    }
     slab = hak_abandoned_pop(heap->node, cls);
     if (slab) {
         hak_slab_adopt(slab, heap);
@@ -113,23 +108,6 @@ static void release_to_backend(struct hak_slab *slab)
         hak_hot_span_put(slab);
 }
 
-static void retire_empty(struct hak_heap *heap, struct hak_slab *slab)
-{
-    unsigned cls = slab->cls;
-    heap->stats[cls].slabs_out++;
-    if (!hak_class_is_small(cls)) {
-        uint32_t cap = hak_class_is_l25(cls) ? hak_options.l25_ring : hak_options.mid_ring;
-        size_t bytes = span_bytes(slab);
-        if (heap->ring[cls].count < cap && heap->ring_bytes + bytes <= hak_options.ring_bytes) {
-            slab->state = HAK_STATE_RING;
-            heap->ring_bytes += bytes;
-            list_push(&heap->ring[cls], slab);
-            return;
-        }
-    }
-    release_to_backend(slab);
-}
-
 /* A full slab got a block back (locally, or collected from its remote list). */
 static void unfull(struct hak_heap *heap, struct hak_slab *slab)
 {
@@ -138,11 +116,12 @@ static void unfull(struct hak_heap *heap, struct hak_slab *slab)
     list_push(&heap->partial[slab->cls], slab);
 }
 
-static void check_partial_empty(struct hak_heap *heap, struct hak_slab *slab)
+static void retire_if_empty(struct hak_heap *heap, struct hak_slab *slab)
 {
     if (slab->state == HAK_STATE_PARTIAL && slab->used == 0 && !slab->queued) {
         list_remove(&heap->partial[slab->cls], slab);
-        retire_empty(heap, slab);
+        heap->stats[slab->cls].slabs_out++;
+        release_to_backend(slab);
     }
 }
 
@@ -155,12 +134,45 @@ static void drain_delayed(struct hak_heap *heap)
         hak_slab_collect_remote(slab);
         if (slab->state == HAK_STATE_FULL)
             unfull(heap, slab);
-        check_partial_empty(heap, slab);
+        retire_if_empty(heap, slab);
         slab = next;
     }
 }
 
+/* A block leaves the caches for good: back to its slab. */
+static void return_block(struct hak_heap *heap, void *block)
+{
+    struct hak_slab *slab = hak_chunk_slab(hak_page_map_lookup(block), block);
+    if (atomic_load_explicit(&slab->owner, memory_order_relaxed) != heap) {
+        heap->stats[slab->cls].remote_frees++;
+        hak_slab_remote_free(slab, block);
+        return;
+    }
+    void *head = slab->free;
+    *(void **)block = head;
+    slab->free = block;
+    slab->used--;
+    if (slab->state == HAK_STATE_FULL) {
+        if (hak_slab_disarm_notify(slab))
+            slab->queued = true;
+        unfull(heap, slab);
+    }
+    retire_if_empty(heap, slab);
+}
+
 /* ---- slow paths ---- */
+
+static uint32_t cache_limit(unsigned cls)
+{
+    uint32_t size = hak_class_size[cls];
+    uint32_t blocks = hak_class_is_small(cls) ? hak_options.small_cache
+                      : hak_class_is_l25(cls) ? hak_options.l25_ring
+                                              : hak_options.mid_ring;
+    uint64_t by_bytes = hak_options.ring_bytes / size;
+    if (!hak_class_is_small(cls) && by_bytes < blocks)
+        blocks = (uint32_t)by_bytes;
+    return blocks ? blocks : 1;
+}
 
 static struct hak_heap *heap_create(void)
 {
@@ -168,8 +180,11 @@ static struct hak_heap *heap_create(void)
     struct hak_heap *heap = hak_meta_alloc(sizeof(struct hak_heap));
     if (!heap)
         return NULL;
-    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         heap->cur[cls] = &hak_empty_slab;
+        heap->limit[cls] = cache_limit(cls);
+        heap->room[cls] = heap->limit[cls];
+    }
     heap->node = hak_numa_thread_node();
     pthread_mutex_lock(&registry.lock);
     heap->next_live = registry.live;
@@ -177,24 +192,17 @@ static struct hak_heap *heap_create(void)
         registry.live->prev_live = heap;
     registry.live = heap;
     pthread_mutex_unlock(&registry.lock);
-    hak_tls_heap = heap;
+    hak_tls.heap = heap;
+    hak_tls.node = heap->node;
     pthread_setspecific(exit_key, heap);
     hak_stat_add(HAK_STAT_THREADS, 1);
     return heap;
 }
 
-void *hak_heap_alloc_slow(struct hak_heap *heap, unsigned cls)
+/* The next block of the current slab, moving to another slab when it has
+ * none; NULL when the backend has no memory. */
+static void *take_block(struct hak_heap *heap, unsigned cls)
 {
-    if (heap == &hak_empty_heap) {
-        heap = heap_create();
-        if (!heap) {
-            errno = ENOMEM;
-            return NULL;
-        }
-    }
-    if (atomic_load_explicit(&heap->delayed, memory_order_relaxed))
-        drain_delayed(heap);
-    heap->stats[cls].refills++;
     struct hak_slab *slab = heap->cur[cls];
     for (;;) {
         if (slab != &hak_empty_slab) {
@@ -213,7 +221,6 @@ void *hak_heap_alloc_slow(struct hak_heap *heap, unsigned cls)
         slab = next_slab(heap, cls);
         if (!slab) {
             heap->cur[cls] = &hak_empty_slab;
-            errno = ENOMEM;
             return NULL;
         }
         slab->state = HAK_STATE_CUR;
@@ -222,32 +229,96 @@ void *hak_heap_alloc_slow(struct hak_heap *heap, unsigned cls)
     void *block = slab->free;
     slab->free = *(void **)block;
     slab->used++;
+    return block;
+}
+
+void *hak_heap_refill(struct hak_heap *heap, unsigned cls)
+{
+    if (heap == &hak_empty_heap) {
+        heap = heap_create();
+        if (!heap) {
+            errno = ENOMEM;
+            return NULL;
+        }
+    }
+    if (atomic_load_explicit(&heap->delayed, memory_order_relaxed))
+        drain_delayed(heap);
+    heap->stats[cls].refills++;
+    void *block = take_block(heap, cls);
+    if (!block) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    /* Half the cache, so that it neither refills nor flushes again soon. */
+    uint32_t batch = heap->limit[cls] / 2;
+    void *head = heap->head[cls];
+    uint32_t taken = 0;
+    for (; taken < batch; taken++) {
+        void *extra = take_block(heap, cls);
+        if (!extra)
+            break;
+        *(void **)extra = head;
+        head = extra;
+    }
+    heap->head[cls] = head;
+    heap->room[cls] -= taken;
     heap->allocs[cls]++;
     return block;
 }
 
-void hak_heap_free_slow(struct hak_heap *heap, struct hak_slab *slab)
+static void flush_list(struct hak_heap *heap, void *list)
 {
-    if (slab->state == HAK_STATE_FULL) {
-        if (hak_slab_disarm_notify(slab))
-            slab->queued = true;
-        unfull(heap, slab);
+    while (list) {
+        void *next = *(void **)list;
+        return_block(heap, list);
+        list = next;
     }
-    check_partial_empty(heap, slab);
+}
+
+void hak_heap_flush(struct hak_heap *heap, unsigned cls)
+{
+    /* Keep the most recently freed half: it is the one still in cache. */
+    uint32_t keep = heap->limit[cls] / 2;
+    heap->stats[cls].flushes++;
+    void *list;
+    if (keep == 0) {
+        list = heap->head[cls];
+        heap->head[cls] = NULL;
+    } else {
+        void *last = heap->head[cls];
+        for (uint32_t i = 1; i < keep; i++)
+            last = *(void **)last;
+        list = *(void **)last;
+        *(void **)last = NULL;
+    }
+    heap->room[cls] = heap->limit[cls] - keep;
+    flush_list(heap, list);
 }
 
 void hak_heap_free_other(struct hak_slab *slab, void *block)
 {
     uint8_t kind = slab->kind;
-    if (kind != HAK_SLAB_SMALL && kind != HAK_SLAB_MID && kind != HAK_SLAB_L25)
+    if (slab->free_node == HAK_NO_NODE ||
+        (kind != HAK_SLAB_SMALL && kind != HAK_SLAB_MID && kind != HAK_SLAB_L25))
         hak_fatal("free of a pointer hakmem never handed out", block);
     size_t offset = (size_t)((char *)block - slab->start);
     if ((char *)block >= slab->end || offset % slab->block_size)
         hak_fatal("free of a pointer inside a block", block);
-    struct hak_heap *heap = hak_tls_heap;
+    struct hak_heap *heap = hak_tls.heap;
     if (heap != &hak_empty_heap)
         heap->stats[slab->cls].remote_frees++;
     hak_slab_remote_free(slab, block);
+}
+
+static void add_stats(struct hak_class_stats *total, const struct hak_heap *heap, unsigned cls)
+{
+    const struct hak_class_stats *s = &heap->stats[cls];
+    total->allocs += heap->allocs[cls];
+    total->refills += s->refills;
+    total->flushes += s->flushes;
+    total->slabs_in += s->slabs_in;
+    total->slabs_out += s->slabs_out;
+    total->remote_frees += s->remote_frees;
 }
 
 /* ---- thread exit ---- */
@@ -264,16 +335,22 @@ static void leave_slab(struct hak_slab *slab)
 void hak_heap_thread_exit(void *arg)
 {
     struct hak_heap *heap = arg;
-    hak_tls_heap = &hak_empty_heap;
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
+        void *list = heap->head[cls];
+        heap->head[cls] = NULL;
+        flush_list(heap, list);
+    }
+    hak_tls.heap = &hak_empty_heap;
+    hak_tls.node = HAK_HEAPLESS_NODE;
     /* Disown first: once no slab names this heap, no remote free can queue
      * one on it, and the heap's memory can be reused. */
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         if (heap->cur[cls] != &hak_empty_slab)
             hak_slab_disown(heap->cur[cls]);
-        struct hak_slab_list *lists[] = {&heap->partial[cls], &heap->full[cls], &heap->ring[cls]};
-        for (unsigned l = 0; l < 3; l++)
-            for (struct hak_slab *slab = lists[l]->head; slab; slab = slab->next)
-                hak_slab_disown(slab);
+        for (struct hak_slab *slab = heap->partial[cls].head; slab; slab = slab->next)
+            hak_slab_disown(slab);
+        for (struct hak_slab *slab = heap->full[cls].head; slab; slab = slab->next)
+            hak_slab_disown(slab);
     }
     for (struct hak_slab *slab = atomic_exchange(&heap->delayed, NULL); slab;
          slab = slab->delayed_next)
@@ -281,12 +358,11 @@ void hak_heap_thread_exit(void *arg)
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         if (heap->cur[cls] != &hak_empty_slab)
             leave_slab(heap->cur[cls]);
-        struct hak_slab_list *lists[] = {&heap->partial[cls], &heap->full[cls], &heap->ring[cls]};
-        for (unsigned l = 0; l < 3; l++) {
-            struct hak_slab *slab;
-            while ((slab = list_pop(lists[l])))
-                leave_slab(slab);
-        }
+        struct hak_slab *slab;
+        while ((slab = list_pop(&heap->partial[cls])))
+            leave_slab(slab);
+        while ((slab = list_pop(&heap->full[cls])))
+            leave_slab(slab);
     }
     pthread_mutex_lock(&registry.lock);
     if (heap->prev_live)
@@ -295,7 +371,8 @@ void hak_heap_thread_exit(void *arg)
         registry.live = heap->next_live;
     if (heap->next_live)
         heap->next_live->prev_live = heap->prev_live;
-    hak_stats_retire_heap(heap);
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
+        add_stats(&registry.retired[cls], heap, cls);
     pthread_mutex_unlock(&registry.lock);
     hak_meta_free(heap, sizeof(struct hak_heap));
 }
@@ -308,15 +385,18 @@ bool hak_heap_setup(void)
 void hak_heap_sum_stats(struct hak_class_stats totals[HAK_NUM_CLASSES])
 {
     pthread_mutex_lock(&registry.lock);
-    for (struct hak_heap *heap = registry.live; heap; heap = heap->next_live) {
-        for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
-            totals[cls].allocs += heap->allocs[cls];
-            totals[cls].refills += heap->stats[cls].refills;
-            totals[cls].slabs_in += heap->stats[cls].slabs_in;
-            totals[cls].slabs_out += heap->stats[cls].slabs_out;
-            totals[cls].remote_frees += heap->stats[cls].remote_frees;
-        }
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
+        const struct hak_class_stats *r = &registry.retired[cls];
+        totals[cls].allocs += r->allocs;
+        totals[cls].refills += r->refills;
+        totals[cls].flushes += r->flushes;
+        totals[cls].slabs_in += r->slabs_in;
+        totals[cls].slabs_out += r->slabs_out;
+        totals[cls].remote_frees += r->remote_frees;
     }
+    for (struct hak_heap *heap = registry.live; heap; heap = heap->next_live)
+        for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
+            add_stats(&totals[cls], heap, cls);
     pthread_mutex_unlock(&registry.lock);
 }
 

@@ -1,51 +1,49 @@
-/* The TLS front end: one heap per thread, one current slab per class.  The
- * fast paths below pop from and push to the current slab's free list; all
- * else (refills, remote frees, returning slabs) is out of line in
- * thread_heap.c.  The fast paths never ask which NUMA node they are on: a
- * heap's node is fixed when it takes a slab. */
+/* The TLS front end: one heap per thread, and in it one cache of free
+ * blocks per class.  malloc pops from the cache, free pushes onto it; an
+ * empty cache refills and a full one flushes half, in batches, out of line
+ * (thread_heap.c).  The fast paths never ask which NUMA node they run on:
+ * free compares the block's node with the thread's, both already at hand. */
 #ifndef HAK_THREAD_HEAP_H
 #define HAK_THREAD_HEAP_H
 
 #include "../internal.h"
 #include "size_class.h"
 
-extern __thread struct hak_heap *hak_tls_heap __attribute__((tls_model("initial-exec")));
+extern __thread struct hak_thread hak_tls __attribute__((tls_model("initial-exec")));
 
-void *hak_heap_alloc_slow(struct hak_heap *heap, unsigned cls);
-void hak_heap_free_slow(struct hak_heap *heap, struct hak_slab *slab);
-/* A free into a slab this thread does not own: checks it, then pushes the
- * block onto the slab's remote list. */
+void *hak_heap_refill(struct hak_heap *heap, unsigned cls);
+void hak_heap_flush(struct hak_heap *heap, unsigned cls);
+/* A free the cache cannot take: another node's block, a thread without a
+ * heap yet, or a pointer that is not a live block (checked here). */
 void hak_heap_free_other(struct hak_slab *slab, void *block);
-/* Thread exit: hands back or abandons every slab of the heap. */
+/* Thread exit: empties the caches, hands back or abandons every slab. */
 void hak_heap_thread_exit(void *heap);
 
 static inline void *hak_heap_alloc(unsigned cls)
 {
-    struct hak_heap *heap = hak_tls_heap;
-    struct hak_slab *slab = heap->cur[cls];
-    void *block = slab->free;
+    struct hak_heap *heap = hak_tls.heap;
+    void *block = heap->head[cls];
     if (HAK_LIKELY(block)) {
-        slab->free = *(void **)block;
-        slab->used++;
+        heap->head[cls] = *(void **)block;
+        heap->room[cls]++;
         heap->allocs[cls]++;
         return block;
     }
-    return hak_heap_alloc_slow(heap, cls);
+    return hak_heap_refill(heap, cls);
 }
 
 static inline void hak_heap_free(struct hak_slab *slab, void *block)
 {
-    struct hak_heap *heap = hak_tls_heap;
-    if (HAK_UNLIKELY(atomic_load_explicit(&slab->owner, memory_order_relaxed) != heap)) {
+    if (HAK_UNLIKELY(slab->free_node != hak_tls.node)) {
         hak_heap_free_other(slab, block);
         return;
     }
-    void *head = slab->free;
-    *(void **)block = head;
-    slab->free = block;
-    uint32_t used = --slab->used;
-    if (HAK_UNLIKELY(!head || !used))
-        hak_heap_free_slow(heap, slab);
+    struct hak_heap *heap = hak_tls.heap;
+    unsigned cls = slab->cls;
+    *(void **)block = heap->head[cls];
+    heap->head[cls] = block;
+    if (HAK_UNLIKELY(--heap->room[cls] == 0))
+        hak_heap_flush(heap, cls);
 }
 
 /* Creates the thread-exit hook; called once by hak_init. */
