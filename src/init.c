@@ -6,6 +6,7 @@
 
 #include "arena/abandoned.h"
 #include "arena/hot_span_box.h"
+#include "arena/large.h"
 #include "arena/meta.h"
 #include "arena/page_arena.h"
 #include "arena/page_map.h"
@@ -53,6 +54,7 @@ static void fork_prepare(void)
     hak_shared_pool_lock_all();
     hak_hot_span_lock_all();
     hak_page_arena_lock_all();
+    hak_large_lock_all();
     hak_meta_lock();
     hak_page_map_lock();
 }
@@ -61,6 +63,7 @@ static void fork_release(void)
 {
     hak_page_map_unlock();
     hak_meta_unlock();
+    hak_large_unlock_all();
     hak_page_arena_unlock_all();
     hak_hot_span_unlock_all();
     hak_shared_pool_unlock_all();

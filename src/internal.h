@@ -187,6 +187,8 @@ struct hak_large {
     struct hak_chunk_head head;
     size_t offset; /* of the user block from the head */
     size_t usable;
+    uint64_t freed_ms;
+    bool cached; /* freed, kept mapped for reuse */
 };
 
 /* Per-class telemetry, written by the owning thread only. */

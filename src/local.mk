@@ -20,7 +20,7 @@ src_libhakmem_la_SOURCES = \
 	src/arena/slab.c src/arena/slab.h \
 	src/arena/superslab.c src/arena/superslab.h \
 	src/numa/node.c src/numa/node.h
-src_libhakmem_la_CPPFLAGS = -I$(top_srcdir)/include -I$(top_builddir)
+src_libhakmem_la_CPPFLAGS = -D_GNU_SOURCE -I$(top_srcdir)/include -I$(top_builddir)
 src_libhakmem_la_CFLAGS = $(AM_CFLAGS) $(HAKMEM_CFLAGS) $(WARN_CFLAGS)
 src_libhakmem_la_LDFLAGS = -version-info 0:0:0 -no-undefined \
 	-Wl,--version-script=$(top_srcdir)/src/hakmem.map

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "arena/large.h"
 #include "arena/page_map.h"
@@ -11,6 +10,7 @@
 #include "front/thread_heap.h"
 #include "hakmem.h"
 #include "internal.h"
+#include "os.h"
 
 #define EXPORT_AS(name, target) __typeof__(target) name __attribute__((alias(#target), HAK_VISIBLE))
 #define HAK_VISIBLE visibility("default")
@@ -88,8 +88,7 @@ static size_t readable_bytes(const void *ptr, size_t limit)
 {
     uintptr_t page = (uintptr_t)ptr & ~(HAK_PAGE_SIZE - 1);
     uintptr_t end = (uintptr_t)ptr + limit;
-    unsigned char resident;
-    while (page < end && mincore((void *)page, HAK_PAGE_SIZE, &resident) == 0)
+    while (page < end && hak_os_page_mapped((void *)page))
         page += HAK_PAGE_SIZE;
     return page >= end ? limit : page - (uintptr_t)ptr;
 }
@@ -115,6 +114,11 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
     struct hak_chunk_head *chunk = hak_page_map_lookup(ptr);
     if (!chunk)
         return realloc_foreign(ptr, size);
+    if (chunk->kind == HAK_CHUNK_LARGE && size > HAK_L25_MAX) {
+        struct hak_large *large = (struct hak_large *)chunk;
+        if (ptr == hak_large_block(large) && hak_large_resize(large, size))
+            return ptr;
+    }
     size_t old = usable_size(chunk, ptr);
     if (size <= old && size > old / 2)
         return ptr;

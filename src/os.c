@@ -57,6 +57,20 @@ void hak_os_bind(void *addr, size_t size, unsigned node)
             0);
 }
 
+bool hak_os_grow_in_place(void *addr, size_t old_size, size_t new_size)
+{
+    if (mremap(addr, old_size, new_size, 0) == MAP_FAILED)
+        return false;
+    hak_stat_add(HAK_STAT_MAPPED_BYTES, new_size - old_size);
+    return true;
+}
+
+bool hak_os_page_mapped(const void *addr)
+{
+    unsigned char resident;
+    return mincore((void *)addr, HAK_PAGE_SIZE, &resident) == 0;
+}
+
 uint64_t hak_os_now_ms(void)
 {
     struct timespec ts;

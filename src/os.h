@@ -2,6 +2,7 @@
 #ifndef HAK_OS_H
 #define HAK_OS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,6 +15,11 @@ void hak_os_decommit(void *addr, size_t size);
 /* Places the range on NUMA node node (before first touch); a no-op where
  * the kernel has no NUMA support. */
 void hak_os_bind(void *addr, size_t size, unsigned node);
+/* Extends a mapping where the address space after it is free; false when
+ * it is not. */
+bool hak_os_grow_in_place(void *addr, size_t old_size, size_t new_size);
+/* Whether the page at addr is mapped at all. */
+bool hak_os_page_mapped(const void *addr);
 uint64_t hak_os_now_ms(void);
 void hak_os_write(int fd, const char *buf, size_t len);
 

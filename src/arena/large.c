@@ -2,15 +2,78 @@
 
 #include <errno.h>
 
+#include "../options.h"
 #include "../os.h"
 #include "../stats.h"
 #include "page_map.h"
 
+#define CACHE_SLOTS 8
+
+struct large_cache {
+    pthread_mutex_t lock;
+    size_t bytes;
+    unsigned count;
+    struct hak_large *slots[CACHE_SLOTS]; /* oldest first */
+} __attribute__((aligned(HAK_CACHE_LINE)));
+
+static struct large_cache caches[HAK_MAX_NODES] = {
+    [0 ... HAK_MAX_NODES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER},
+};
+
+static size_t round_to_page(size_t size)
+{
+    return (size + HAK_PAGE_SIZE - 1) & ~(HAK_PAGE_SIZE - 1);
+}
+
+static void unmap(struct hak_large *large)
+{
+    size_t total = large->head.map_size;
+    hak_page_map_clear(large, total);
+    hak_os_unmap(large, total);
+}
+
+static void remove_slot(struct large_cache *cache, unsigned i)
+{
+    cache->bytes -= cache->slots[i]->head.map_size;
+    cache->count--;
+    for (; i < cache->count; i++)
+        cache->slots[i] = cache->slots[i + 1];
+}
+
+/* A cached mapping that fits size without wasting more than a quarter. */
+static struct hak_large *reuse(unsigned node, size_t size)
+{
+    struct large_cache *cache = &caches[node];
+    if (!__atomic_load_n(&cache->count, __ATOMIC_RELAXED))
+        return NULL;
+    struct hak_large *found = NULL;
+    pthread_mutex_lock(&cache->lock);
+    for (unsigned i = cache->count; i-- > 0;) {
+        struct hak_large *large = cache->slots[i];
+        if (large->usable >= size && large->usable - size <= size / 4) {
+            found = large;
+            remove_slot(cache, i);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cache->lock);
+    if (found)
+        found->cached = false;
+    return found;
+}
+
 void *hak_large_alloc(size_t size, size_t align, unsigned node)
 {
+    if (align <= HAK_PAGE_SIZE) {
+        struct hak_large *cached = reuse(node, size);
+        if (cached) {
+            hak_stat_add(HAK_STAT_HOT_HITS, 1);
+            return hak_large_block(cached);
+        }
+    }
     size_t offset = align > HAK_PAGE_SIZE ? align : HAK_PAGE_SIZE;
     size_t map_align = align > HAK_CHUNK_SIZE ? align : HAK_CHUNK_SIZE;
-    size_t total = offset + ((size + HAK_PAGE_SIZE - 1) & ~(HAK_PAGE_SIZE - 1));
+    size_t total = offset + round_to_page(size);
     if (total < size || total > ((size_t)1 << HAK_MAP_ADDRESS_BITS)) {
         errno = ENOMEM;
         return NULL;
@@ -37,7 +100,65 @@ void hak_large_free(struct hak_large *large, void *ptr)
 {
     if (ptr != hak_large_block(large))
         hak_fatal("free of a pointer inside a large block", ptr);
-    size_t total = large->head.map_size;
-    hak_page_map_clear(large, total);
-    hak_os_unmap(large, total);
+    if (large->cached)
+        hak_fatal("double free of a large block", ptr);
+    size_t budget = hak_options.hot_bytes / 2;
+    if (large->offset != HAK_PAGE_SIZE || large->head.map_size > budget) {
+        unmap(large);
+        return;
+    }
+    struct large_cache *cache = &caches[large->head.node];
+    struct hak_large *evicted[CACHE_SLOTS + 1];
+    unsigned evictions = 0;
+    uint64_t now = hak_os_now_ms();
+    large->cached = true;
+    large->freed_ms = now;
+    pthread_mutex_lock(&cache->lock);
+    if (cache->count == CACHE_SLOTS) {
+        evicted[evictions++] = cache->slots[0];
+        remove_slot(cache, 0);
+    }
+    cache->slots[cache->count++] = large;
+    cache->bytes += large->head.map_size;
+    while (cache->count && (cache->bytes > budget ||
+                            now - cache->slots[0]->freed_ms >= hak_options.decay_ms)) {
+        evicted[evictions++] = cache->slots[0];
+        remove_slot(cache, 0);
+    }
+    pthread_mutex_unlock(&cache->lock);
+    for (unsigned i = 0; i < evictions; i++)
+        unmap(evicted[i]);
+}
+
+bool hak_large_resize(struct hak_large *large, size_t size)
+{
+    size_t total = large->offset + round_to_page(size);
+    size_t old_total = large->head.map_size;
+    if (total < size)
+        return false;
+    if (total <= old_total)
+        return size > large->usable / 2;
+    /* The page map first: a grown mapping must never be unregistered. */
+    if (!hak_page_map_set(large, total, &large->head))
+        return false;
+    if (!hak_os_grow_in_place(large, old_total, total)) {
+        hak_page_map_clear((char *)large + old_total, total - old_total);
+        hak_page_map_set(large, old_total, &large->head);
+        return false;
+    }
+    large->head.map_size = total;
+    large->usable = total - large->offset;
+    return true;
+}
+
+void hak_large_lock_all(void)
+{
+    for (unsigned i = 0; i < HAK_MAX_NODES; i++)
+        pthread_mutex_lock(&caches[i].lock);
+}
+
+void hak_large_unlock_all(void)
+{
+    for (unsigned i = 0; i < HAK_MAX_NODES; i++)
+        pthread_mutex_unlock(&caches[i].lock);
 }

@@ -1,5 +1,7 @@
 /* Blocks above 1 MiB (and big alignments): one mapping each, its head on
- * the first page. */
+ * the first page.  A few freed mappings are kept for reuse, within the
+ * HotSpanBox's budget and decay, since faulting big blocks in again is what
+ * makes them slow. */
 #ifndef HAK_LARGE_H
 #define HAK_LARGE_H
 
@@ -9,6 +11,8 @@
  * with errno ENOMEM. */
 void *hak_large_alloc(size_t size, size_t align, unsigned node);
 void hak_large_free(struct hak_large *large, void *ptr);
+/* Grows or shrinks the block in place; false when it cannot. */
+bool hak_large_resize(struct hak_large *large, size_t size);
 
 static inline size_t hak_large_usable(const struct hak_large *large)
 {
@@ -19,5 +23,8 @@ static inline void *hak_large_block(const struct hak_large *large)
 {
     return (char *)large + large->offset;
 }
+
+void hak_large_lock_all(void);
+void hak_large_unlock_all(void);
 
 #endif
