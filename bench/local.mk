@@ -1,0 +1,36 @@
+# Benchmark programs.  They are linked against plain libc malloc: the
+# allocator under test is chosen at run time with LD_PRELOAD (see
+# tools/hakmem-compare, which starts every program through
+# bench/rusage_run).  They are installed in $(pkglibexecdir) so that an
+# installed hakmem-compare finds them.  -fno-builtin-* keeps the compiler
+# from eliding or merging malloc/free pairs.
+BENCHMARKS = bench/random_mixed bench/fixed_size bench/xthread bench/mid_large_mt \
+	bench/l25 bench/realloc_grow bench/rusage_run
+pkglibexec_PROGRAMS = $(BENCHMARKS)
+
+BENCH_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS) -O2 -fno-builtin-malloc -fno-builtin-free \
+	-fno-builtin-calloc -fno-builtin-realloc
+BENCH_LIBS = $(PTHREAD_LIBS)
+
+bench_random_mixed_SOURCES = bench/random_mixed.c bench/bench_util.h
+bench_random_mixed_CFLAGS = $(BENCH_CFLAGS)
+bench_fixed_size_SOURCES = bench/fixed_size.c bench/bench_util.h
+bench_fixed_size_CFLAGS = $(BENCH_CFLAGS)
+bench_xthread_SOURCES = bench/xthread.c bench/bench_util.h
+bench_xthread_CFLAGS = $(BENCH_CFLAGS)
+bench_xthread_LDADD = $(BENCH_LIBS)
+bench_mid_large_mt_SOURCES = bench/mid_large_mt.c bench/slot_threads.h bench/bench_util.h
+bench_mid_large_mt_CFLAGS = $(BENCH_CFLAGS)
+bench_mid_large_mt_LDADD = $(BENCH_LIBS)
+bench_l25_SOURCES = bench/l25.c bench/slot_threads.h bench/bench_util.h
+bench_l25_CFLAGS = $(BENCH_CFLAGS)
+bench_l25_LDADD = $(BENCH_LIBS)
+bench_realloc_grow_SOURCES = bench/realloc_grow.c bench/bench_util.h
+bench_realloc_grow_CFLAGS = $(BENCH_CFLAGS)
+bench_rusage_run_SOURCES = bench/rusage_run.c
+
+# The comparison tool runs the programs above; it lives here rather than in
+# tools/local.mk so that the two fragments are edited by one owner each.
+dist_bin_SCRIPTS = tools/hakmem-compare
+TESTS += tests/test_compare.sh
+EXTRA_DIST += tests/test_compare.sh

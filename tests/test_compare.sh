@@ -1,0 +1,108 @@
+#!/bin/sh
+# tools/hakmem-compare: a quick run of one benchmark under glibc, hakmem and
+# a library that does not exist.  The CSV and JSON must parse and hold both
+# real allocators; the missing one must be reported and skipped, not crash
+# the run.
+set -eu
+
+srcdir=${srcdir:-.}
+builddir=$(pwd)
+tool=$srcdir/tools/hakmem-compare
+missing=/nonexistent/libfoo.so
+
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "SKIP: python3 is not installed"
+    exit 77
+fi
+if [ ! -f "$builddir/src/.libs/libhakmem.so" ] || [ ! -x "$builddir/bench/random_mixed" ]; then
+    echo "FAIL: run from the build tree after make (src/.libs/libhakmem.so, bench/random_mixed)"
+    exit 1
+fi
+
+out=$(mktemp -d "${TMPDIR:-/tmp}/test_compare.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+
+export HAKMEM_BUILD_DIR="$builddir"
+if ! "$tool" --quick --runs 1 --bench random_mixed --alloc "glibc,hakmem,$missing" \
+        --out "$out/results" >"$out/stdout" 2>"$out/stderr"; then
+    echo "FAIL: hakmem-compare exited with status $?"
+    cat "$out/stderr"
+    exit 1
+fi
+cat "$out/stdout"
+
+python3 - "$out" "$missing" "$builddir/src/.libs/libhakmem.so" <<'PYTHON'
+import csv
+import json
+import os
+import sys
+
+out, missing, hakmem_library = sys.argv[1:]
+results = os.path.join(out, "results")
+failures = []
+
+
+def check(condition, message):
+    if not condition:
+        failures.append(message)
+
+
+with open(os.path.join(results, "results.json")) as source:
+    report = json.load(source)
+with open(os.path.join(results, "results.csv"), newline="") as source:
+    rows = list(csv.DictReader(source))
+with open(os.path.join(out, "stderr")) as source:
+    stderr = source.read()
+
+for allocator in ("glibc", "hakmem"):
+    entries = [e for e in report["results"]
+               if e["benchmark"] == "random_mixed" and e["allocator"] == allocator]
+    check(len(entries) == 1, "results.json: no random_mixed entry for %s" % allocator)
+    if entries:
+        entry = entries[0]
+        check(len(entry["runs"]) == 1 and not entry["failures"],
+              "results.json: %s did not complete its run: %s" % (allocator, entry["failures"]))
+        for metric in ("ops_per_s", "minflt", "maxrss_kb"):
+            check(entry["summary"].get(metric, {}).get("median", 0) > 0,
+                  "results.json: %s has no positive %s" % (allocator, metric))
+    csv_metrics = {r["metric"]: float(r["median"]) for r in rows
+                   if r["benchmark"] == "random_mixed" and r["allocator"] == allocator}
+    for metric in ("ops_per_s", "minflt", "maxrss_kb"):
+        check(csv_metrics.get(metric, 0) > 0, "results.csv: %s has no positive %s"
+              % (allocator, metric))
+
+check(report["meta"]["allocators"].get("hakmem") == hakmem_library,
+      "hakmem ran from %s, not the built %s" % (report["meta"]["allocators"].get("hakmem"),
+                                                 hakmem_library))
+check(report["meta"]["allocators"].get("glibc", "") is None, "glibc must run without preload")
+check(len(report["meta"]["allocators"]) == 2,
+      "unexpected allocators ran: %s" % sorted(report["meta"]["allocators"]))
+check([s["allocator"] for s in report["meta"]["skipped_allocators"]] == [missing],
+      "results.json does not list %s as skipped" % missing)
+check(not any(missing in (r["library"], r["allocator"]) for r in rows),
+      "results.csv has a row for the missing allocator")
+check("skipping allocator %s" % missing in stderr, "the missing allocator was not reported")
+check("run 1/1" in stderr, "no progress line on stderr")
+check(os.path.exists(os.path.join(results, "results.md")), "no results.md")
+check(os.path.exists(os.path.join(results, "ops_per_s.png")) or "no charts" in stderr,
+      "neither a chart nor a note saying why there is none")
+
+for failure in failures:
+    print("FAIL: " + failure)
+if failures:
+    sys.exit(1)
+print("PASS: results hold glibc and hakmem; %s was reported and skipped" % missing)
+PYTHON
+
+# With nothing left to run the tool must say so and fail, not crash.
+if "$tool" --quick --runs 1 --bench random_mixed --alloc "$missing" >"$out/stdout" \
+        2>"$out/stderr"; then
+    echo "FAIL: hakmem-compare succeeded with no allocator to run"
+    exit 1
+fi
+if grep -q Traceback "$out/stderr" || ! grep -q "no allocator left" "$out/stderr"; then
+    echo "FAIL: hakmem-compare with only a missing allocator did not explain itself:"
+    cat "$out/stderr"
+    exit 1
+fi
+echo "PASS: with only a missing allocator the tool explains and fails"
