@@ -1,0 +1,30 @@
+# The NUMA suite runs in QEMU guests with emulated nodes (tools/numa-vm), one
+# boot per node count, so it has its own target rather than joining `make
+# check`: `make check-numa`.  Its tests are the guest_*.sh scripts that
+# tests/numa/run-suite.sh finds; numa_smoke links only the C library, so
+# that the malloc it exercises is whichever LD_PRELOAD names.
+check_PROGRAMS += tests/numa/numa_smoke
+tests_numa_numa_smoke_SOURCES = tests/numa/numa_smoke.c
+tests_numa_numa_smoke_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS)
+tests_numa_numa_smoke_LDADD = $(PTHREAD_LIBS)
+
+NUMA_GUEST_TESTS = \
+	tests/numa/guest_first_touch.sh \
+	tests/numa/guest_hakmem_smoke.sh \
+	tests/numa/guest_membind.sh \
+	tests/numa/guest_nodes.sh
+EXTRA_DIST += tools/numa-vm tests/numa/check-numa.sh tests/numa/run-suite.sh \
+	$(NUMA_GUEST_TESTS)
+CLEANFILES += tests/numa/test-suite.log
+
+# Node counts to boot guests with, and the seconds each guest may take.
+NUMA_NODE_COUNTS = 2 4
+NUMA_GUEST_TIMEOUT = 300
+
+check-numa: tests/numa/numa_smoke $(lib_LTLIBRARIES)
+	$(SHELL) $(srcdir)/tests/numa/check-numa.sh --builddir "$(abs_top_builddir)" \
+	    --nodes "$(NUMA_NODE_COUNTS)" --timeout "$(NUMA_GUEST_TIMEOUT)" \
+	    --hakmem-lib "$(abs_top_builddir)/src/.libs/libhakmem.so" \
+	    --log tests/numa/test-suite.log
+
+.PHONY: check-numa
