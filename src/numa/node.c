@@ -1,7 +1,98 @@
 #include "node.h"
 
-/* One node until topology discovery lands: every backend is already an
- * instance per node, so more nodes change only these two functions. */
+#include "config.h"
+
+#if HAKMEM_HAVE_NUMA
+
+#include <stdatomic.h>
+
+#include "../options.h"
+#include "cpu.h"
+#include "hwloc_api.h"
+#include "sysfs.h"
+#include "topology.h"
+
+enum discovery_state {
+    DISCOVERY_UNNEEDED, /* one node, HAKMEM_NUMA=off, or hak_numa_init not run */
+    DISCOVERY_PENDING,
+    DISCOVERY_RUNNING,
+    DISCOVERY_DONE,
+};
+
+static _Atomic int discovery = DISCOVERY_UNNEEDED;
+/* Set once, never freed: readers hold no reference. */
+static _Atomic(const struct hak_numa_map *) published;
+
+static struct hak_hwloc hwloc;
+/* Kept for the life of the process: destroying the last topology unloads
+ * hwloc's plugins, which costs as much as loading it. */
+static hwloc_topology_t topology;
+
+void hak_numa_init(void)
+{
+    if (hak_options.numa != HAK_NUMA_OFF && hak_numa_online_nodes() > 1)
+        atomic_store_explicit(&discovery, DISCOVERY_PENDING, memory_order_relaxed);
+}
+
+static struct hak_numa_map *build_map(void)
+{
+    if (!hak_hwloc_open(&hwloc))
+        return NULL;
+    topology = hak_topology_load(&hwloc);
+    if (!topology)
+        return NULL;
+    hwloc_bitmap_t usable = hak_topology_usable_memory(&hwloc, topology);
+    if (!usable)
+        return NULL;
+    struct hak_numa_map *map = hak_topology_build(&hwloc, topology, usable);
+    hwloc.hwloc_bitmap_free(usable);
+    return map;
+}
+
+void hak_numa_discover(void)
+{
+    /* The state alone makes this safe to re-enter: hwloc's allocations on
+     * this thread find it RUNNING and return, and until the map is
+     * published every query answers as on one node. */
+    int expected = DISCOVERY_PENDING;
+    if (atomic_load_explicit(&discovery, memory_order_relaxed) != DISCOVERY_PENDING ||
+        !atomic_compare_exchange_strong(&discovery, &expected, DISCOVERY_RUNNING))
+        return;
+    struct hak_numa_map *map = build_map();
+    if (map && map->node_count > 1)
+        atomic_store_explicit(&published, map, memory_order_release);
+    else if (map)
+        hak_topology_map_free(map);
+    atomic_store_explicit(&discovery, DISCOVERY_DONE, memory_order_release);
+}
+
+unsigned hak_numa_node_count(void)
+{
+    const struct hak_numa_map *map = atomic_load_explicit(&published, memory_order_acquire);
+    return map ? map->node_count : 1;
+}
+
+unsigned hak_numa_thread_node(void)
+{
+    const struct hak_numa_map *map = atomic_load_explicit(&published, memory_order_acquire);
+    if (!map)
+        return 0;
+    unsigned cpu = hak_numa_current_cpu();
+    return cpu < map->cpu_count ? map->cpu_node[cpu] : 0;
+}
+
+unsigned hak_numa_os_node(unsigned index)
+{
+    const struct hak_numa_map *map = atomic_load_explicit(&published, memory_order_acquire);
+    return map && index < map->node_count ? map->os_node[index] : 0;
+}
+
+#else
+
+void hak_numa_init(void) {}
+
+void hak_numa_discover(void) {}
+
 unsigned hak_numa_node_count(void)
 {
     return 1;
@@ -11,3 +102,11 @@ unsigned hak_numa_thread_node(void)
 {
     return 0;
 }
+
+unsigned hak_numa_os_node(unsigned index)
+{
+    (void)index;
+    return 0;
+}
+
+#endif

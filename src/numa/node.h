@@ -1,10 +1,36 @@
-/* NUMA nodes as hakmem sees them: how many, and the calling thread's. */
+/* NUMA nodes as hakmem sees them: how many, which one a thread should get
+ * memory from, and the OS id behind each.
+ *
+ * Nodes are known in two steps, because most processes never need them
+ * (issue 8): hak_numa_init, at start-up, only finds out whether the machine
+ * has more than one node; hak_numa_discover, called from a slow path once
+ * the process is worth it, loads hwloc and publishes the nodes.  Until
+ * then, and for good on one node, with HAKMEM_NUMA=off, in a build without
+ * NUMA support, or where the process may use one node only, there is one
+ * node: index 0, and hakmem must not bind memory at all. */
 #ifndef HAK_NODE_H
 #define HAK_NODE_H
 
+/* Start-up: reads /sys/devices/system/node/online, after the options are
+ * loaded.  No malloc. */
+void hak_numa_init(void);
+
+/* Loads the topology, at most once per process, when hak_numa_init found
+ * several nodes; otherwise returns at once.  Call it without holding
+ * hakmem's locks: it allocates, through hwloc and the dynamic loader, and
+ * those allocations (on this thread or others) see one node and go on.
+ * Other threads do not wait for it. */
+void hak_numa_discover(void);
+
+/* 1 ... HAK_MAX_NODES; once above 1, it stays at its value. */
 unsigned hak_numa_node_count(void);
-/* The node whose memory the calling thread should get; read on slow paths
- * only (when a heap is created). */
+
+/* The index of the node of the CPU the calling thread runs on now; for
+ * slow paths (heap creation, refills): it reads the CPU from rseq, or makes
+ * a system call where glibc did not register rseq. */
 unsigned hak_numa_thread_node(void);
+
+/* The OS id (for mbind) of node index; index < hak_numa_node_count(). */
+unsigned hak_numa_os_node(unsigned index);
 
 #endif

@@ -1,0 +1,40 @@
+#!/bin/sh
+# hwloc is loaded lazily (issue 8): a process under the preloaded library
+# maps libhwloc only on a machine with several NUMA nodes, and only once it
+# has done what makes discovery worth it.  HAKMEM_LIB and HAKMEM_BUILDDIR
+# come from the test environment (tests/local.mk).
+set -u
+
+probe="$HAKMEM_BUILDDIR/tests/hwloc_probe"
+if [ ! -f "$HAKMEM_LIB" ] || [ ! -x "$probe" ]; then
+    echo "missing $HAKMEM_LIB or $probe" >&2
+    exit 99
+fi
+
+fail=0
+check() { # name expected actual
+    if [ "$2" = "$3" ]; then
+        echo "ok: $1: $3"
+    else
+        echo "FAIL: $1: got '$3', expected '$2'" >&2
+        fail=1
+    fi
+}
+
+run_probe() {
+    LD_PRELOAD="$HAKMEM_LIB" "$probe" "$@" || echo "probe failed ($?)"
+}
+
+online=$(cat /sys/devices/system/node/online 2>/dev/null || echo 0)
+case $online in
+    0 | 0-0) several=no ;;
+    *) several=yes ;;
+esac
+
+check "HAKMEM_NUMA=off" "hwloc not mapped" "$(HAKMEM_NUMA=off run_probe)"
+if [ $several = no ]; then
+    check "one node ($online)" "hwloc not mapped" "$(run_probe)"
+else
+    check "nodes $online" "hwloc mapped" "$(run_probe)"
+fi
+exit $fail

@@ -1,0 +1,456 @@
+/* The topology layer (src/numa): the kernel-list parser, the CPU the thread
+ * runs on, the node map built from hwloc synthetic topologies, and the real
+ * machine, checked against sysfs.  The numa sources are compiled into this
+ * program, as their symbols are hidden in the library.
+ *
+ * The program's own malloc re-enters the topology layer the way hakmem's
+ * slow path does, so discovery on a multi-node machine runs with hwloc's
+ * allocations calling back into it. */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+
+#include "harness.h"
+#include "numa/cpu.h"
+#include "numa/node.h"
+#include "numa/sysfs.h"
+#include "options.h"
+
+struct hak_options hak_options = {.numa = HAK_NUMA_AUTO};
+
+extern void *__libc_malloc(size_t size);
+
+/* Set while this thread is inside hak_numa_discover: allocations then come
+ * from hwloc or the dynamic loader, nested in discovery. */
+static __thread bool inside_discovery;
+static atomic_int nested_allocations;
+static atomic_int nested_saw_one_node;
+static _Atomic uint64_t longest_discovery_ns;
+
+static void discover(void)
+{
+    bool outer = !inside_discovery;
+    inside_discovery = true;
+    double start = seconds_now();
+    hak_numa_discover();
+    uint64_t took = (uint64_t)((seconds_now() - start) * 1e9);
+    inside_discovery = !outer;
+    uint64_t longest = atomic_load(&longest_discovery_ns);
+    while (outer && took > longest &&
+           !atomic_compare_exchange_weak(&longest_discovery_ns, &longest, took))
+        ;
+}
+
+void *malloc(size_t size)
+{
+    if (inside_discovery) {
+        atomic_fetch_add(&nested_allocations, 1);
+        if (hak_numa_node_count() == 1 && hak_numa_thread_node() == 0)
+            atomic_fetch_add(&nested_saw_one_node, 1);
+    }
+    discover();
+    return __libc_malloc(size);
+}
+
+static void test_list_count(void)
+{
+    static const struct {
+        const char *text;
+        unsigned count;
+    } cases[] = {
+        {"0\n", 1}, {"0-1\n", 2}, {"0,2\n", 2}, {"0-3,8,10-11\n", 7}, {"", 0},        {"\n", 0},
+        {"5", 1},   {"0-1,", 2},  {"0-", 0},    {"12-15\n", 4},       {"0,1,2,3", 4}, {"3-1", 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        unsigned got = hak_numa_list_count(cases[i].text, strlen(cases[i].text));
+        CHECK(got == cases[i].count, "list \"%s\": %u members, expected %u", cases[i].text, got,
+              cases[i].count);
+    }
+    /* The length bounds the parse: the text need not be terminated. */
+    CHECK(hak_numa_list_count("0-3", 1) == 1, "list cut after its first character");
+}
+
+/* Every CPU the process may run on, read back after pinning the thread. */
+static void test_current_cpu(void)
+{
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed))
+        hard_error("sched_getaffinity failed");
+    printf("rseq %s\n", &__rseq_size && __rseq_size ? "registered: cpu_id read from it"
+                                                    : "not registered: getcpu");
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed))
+            continue;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        if (sched_setaffinity(0, sizeof(one), &one))
+            hard_error("cannot pin to CPU %d", cpu);
+        unsigned got = hak_numa_current_cpu();
+        CHECK(got == (unsigned)cpu, "pinned to CPU %d, current_cpu says %u", cpu, got);
+    }
+    if (sched_setaffinity(0, sizeof(allowed), &allowed))
+        hard_error("cannot restore the affinity");
+}
+
+#if HAKMEM_HAVE_NUMA
+
+#include "numa/hwloc_api.h"
+#include "numa/topology.h"
+
+/* Only the tests need these; they come from the same library. */
+#define TEST_HWLOC_FUNCTIONS(X)                                                                    \
+    X(hwloc_topology_set_synthetic)                                                                \
+    X(hwloc_get_type_depth)                                                                        \
+    X(hwloc_bitmap_alloc)                                                                          \
+    X(hwloc_bitmap_set)                                                                            \
+    X(hwloc_distances_add_create)                                                                  \
+    X(hwloc_distances_add_values)                                                                  \
+    X(hwloc_distances_add_commit)
+
+static struct hak_hwloc hw;
+static struct {
+#define TEST_HWLOC_POINTER(name) __typeof__(&name) name;
+    TEST_HWLOC_FUNCTIONS(TEST_HWLOC_POINTER)
+#undef TEST_HWLOC_POINTER
+} extra;
+
+static bool hwloc_mapped(void)
+{
+    void *handle = dlopen(HAK_HWLOC_SONAME, RTLD_NOW | RTLD_NOLOAD);
+    if (handle)
+        dlclose(handle);
+    return handle != NULL;
+}
+
+static void open_hwloc(void)
+{
+    if (!hak_hwloc_open(&hw))
+        hard_error("cannot load %s", HAK_HWLOC_SONAME);
+    void *library = dlopen(HAK_HWLOC_SONAME, RTLD_NOW | RTLD_NOLOAD);
+#define TEST_HWLOC_LOOKUP(name)                                                                    \
+    extra.name = (__typeof__(&name))dlsym(library, #name);                                         \
+    if (!extra.name)                                                                               \
+        hard_error("%s is missing from %s", #name, HAK_HWLOC_SONAME);
+    TEST_HWLOC_FUNCTIONS(TEST_HWLOC_LOOKUP)
+#undef TEST_HWLOC_LOOKUP
+}
+
+static hwloc_topology_t synthetic(const char *description)
+{
+    hwloc_topology_t topology;
+    if (hw.hwloc_topology_init(&topology) ||
+        extra.hwloc_topology_set_synthetic(topology, description) ||
+        hw.hwloc_topology_load(topology))
+        hard_error("cannot load synthetic topology \"%s\"", description);
+    return topology;
+}
+
+/* usable: OS node ids, ending with -1; NULL for the topology's allowed set. */
+static struct hak_numa_map *build(hwloc_topology_t topology, const int *usable)
+{
+    hwloc_bitmap_t set;
+    if (usable) {
+        set = extra.hwloc_bitmap_alloc();
+        for (; *usable >= 0; usable++)
+            extra.hwloc_bitmap_set(set, (unsigned)*usable);
+    } else {
+        set = hw.hwloc_bitmap_dup(hw.hwloc_topology_get_allowed_nodeset(topology));
+    }
+    struct hak_numa_map *map = hak_topology_build(&hw, topology, set);
+    hw.hwloc_bitmap_free(set);
+    return map;
+}
+
+/* os_nodes: the OS id of each index, ending with -1.  cpu_nodes: one digit
+ * per CPU, its index. */
+static void check_map(const char *name, const struct hak_numa_map *map, const int *os_nodes,
+                      const char *cpu_nodes)
+{
+    if (!map) {
+        CHECK(false, "%s: no map", name);
+        return;
+    }
+    unsigned count = 0;
+    for (; os_nodes[count] >= 0; count++)
+        if (count < map->node_count)
+            CHECK(map->os_node[count] == os_nodes[count], "%s: index %u is OS node %u, expected %d",
+                  name, count, map->os_node[count], os_nodes[count]);
+    CHECK(map->node_count == count, "%s: %u nodes, expected %u", name, map->node_count, count);
+    CHECK(map->cpu_count == strlen(cpu_nodes), "%s: %u CPUs, expected %zu", name, map->cpu_count,
+          strlen(cpu_nodes));
+    for (unsigned cpu = 0; cpu < map->cpu_count && cpu_nodes[cpu]; cpu++)
+        CHECK(map->cpu_node[cpu] == (unsigned)(cpu_nodes[cpu] - '0'),
+              "%s: CPU %u on index %u, expected %c", name, cpu, map->cpu_node[cpu], cpu_nodes[cpu]);
+}
+
+static void check_synthetic(const char *description, const int *usable, const int *os_nodes,
+                            const char *cpu_nodes)
+{
+    hwloc_topology_t topology = synthetic(description);
+    struct hak_numa_map *map = build(topology, usable);
+    check_map(description, map, os_nodes, cpu_nodes);
+    if (map)
+        hak_topology_map_free(map);
+    hw.hwloc_topology_destroy(topology);
+}
+
+#define NODES(...) ((const int[]){__VA_ARGS__, -1})
+#define ALL NULL
+
+static void test_synthetic(void)
+{
+    check_synthetic("pack:2 numa:1 core:2 pu:2", ALL, NODES(0, 1), "00001111");
+    check_synthetic("pack:4 numa:1 pu:4", ALL, NODES(0, 1, 2, 3), "0000111122223333");
+    /* Sparse node ids, and CPUs numbered across the packages. */
+    check_synthetic("pack:2 numa:1(indexes=0,2) pu:2", ALL, NODES(0, 2), "0011");
+    check_synthetic("pack:2 numa:1 core:2 pu:2(indexes=0,4,1,5,2,6,3,7)", ALL, NODES(0, 1),
+                    "00110011");
+    /* A memory node without CPUs (attached to the machine, cpuset of all):
+     * it gets an index, no CPU maps to it. */
+    check_synthetic("[numa(memory=1GB)] pack:2 [numa(memory=1GB)] pu:2", ALL, NODES(0, 1, 2),
+                    "0011");
+    /* Nodes with CPUs but no memory: their CPUs go to the memory node. */
+    check_synthetic("[numa(memory=1GB)] pack:2 [numa(memory=0)] pu:2", ALL, NODES(2), "0000");
+    /* No size known anywhere: every node counts as having memory. */
+    check_synthetic("pack:2 [numa] pu:2", ALL, NODES(0, 1), "0011");
+    /* Two memory nodes per package share its CPUs: the lower id is home. */
+    check_synthetic("pack:2 [numa(memory=1GB)] [numa(memory=1GB)] pu:2", ALL, NODES(0, 1, 2, 3),
+                    "0022");
+    /* numactl --membind=0,3 (without distances): CPUs of node 2, unusable,
+     * go to the usable node in their package, 3, rather than to index 0. */
+    check_synthetic("pack:2 [numa(memory=1GB)] [numa(memory=1GB)] pu:2", NODES(0, 3), NODES(0, 3),
+                    "0011");
+    /* Node ids beyond HAK_MAX_NODES cannot be bound with hakmem's masks. */
+    check_synthetic("numa:2(indexes=0,70) pu:2", ALL, NODES(0), "0000");
+    check_synthetic("pack:2 numa:1 pu:2", NODES(0), NODES(0), "0000");
+
+    hwloc_topology_t topology = synthetic("pack:2 numa:1 pu:2");
+    CHECK(build(topology, NODES(5)) == NULL, "a map without any usable node");
+    hw.hwloc_topology_destroy(topology);
+}
+
+/* Unusable nodes 1 and 3 send their CPUs to the usable node the latency
+ * matrix puts nearest: 1 to 2, 3 to 0, against the order of the tree. */
+static void test_latency(void)
+{
+    hwloc_topology_t topology = synthetic("pack:4 numa:1 pu:2");
+    hwloc_obj_t nodes[4];
+    for (unsigned i = 0; i < 4; i++)
+        nodes[i] = hw.hwloc_get_obj_by_depth(topology, HWLOC_TYPE_DEPTH_NUMANODE, i);
+    hwloc_uint64_t latency[16] = {
+        10, 20, 30, 12, /* */
+        20, 10, 12, 30, /* */
+        30, 12, 10, 20, /* */
+        12, 30, 20, 10,
+    };
+    hwloc_distances_add_handle_t handle = extra.hwloc_distances_add_create(
+        topology, "test", HWLOC_DISTANCES_KIND_FROM_USER | HWLOC_DISTANCES_KIND_MEANS_LATENCY, 0);
+    if (!handle || extra.hwloc_distances_add_values(topology, handle, 4, nodes, latency, 0) ||
+        extra.hwloc_distances_add_commit(topology, handle, 0))
+        hard_error("cannot add a latency matrix");
+    struct hak_numa_map *map = build(topology, NODES(0, 2));
+    check_map("latency matrix, nodes 0 and 2 usable", map, NODES(0, 2), "00111100");
+    if (map)
+        hak_topology_map_free(map);
+    hw.hwloc_topology_destroy(topology);
+}
+
+/* The nodes the kernel lists in file under /sys/devices/system/node. */
+static unsigned long long sysfs_nodes(const char *file)
+{
+    char path[128], text[256];
+    snprintf(path, sizeof(path), "/sys/devices/system/node/%s", file);
+    FILE *in = fopen(path, "r");
+    if (!in)
+        return 1;
+    unsigned long long set = 0;
+    if (fgets(text, sizeof(text), in)) {
+        char *p = text;
+        while (*p >= '0' && *p <= '9') {
+            unsigned long first = strtoul(p, &p, 10), last = first;
+            if (*p == '-')
+                last = strtoul(p + 1, &p, 10);
+            for (unsigned long n = first; n <= last && n < 64; n++)
+                set |= 1ULL << n;
+            if (*p == ',')
+                p++;
+        }
+    }
+    fclose(in);
+    return set;
+}
+
+static atomic_bool racers_go;
+
+static void *race_to_discover(void *unused)
+{
+    (void)unused;
+    while (!atomic_load(&racers_go))
+        sched_yield();
+    discover();
+    return (void *)(uintptr_t)hak_numa_node_count();
+}
+
+/* The real machine, checked against the kernel's own lists. */
+static void test_machine(void)
+{
+    hak_options.numa = HAK_NUMA_OFF;
+    hak_numa_init();
+    discover();
+    CHECK(hak_numa_node_count() == 1, "HAKMEM_NUMA=off: %u nodes", hak_numa_node_count());
+    CHECK(!hwloc_mapped(), "HAKMEM_NUMA=off loaded hwloc");
+
+    unsigned online = hak_numa_online_nodes();
+    unsigned long long expected = sysfs_nodes("has_memory") & sysfs_nodes("online");
+    int expected_count = __builtin_popcountll(expected);
+    printf("machine: %u nodes online, %d with memory\n", online, expected_count);
+    /* Threads created before discovery is armed, so that they race it. */
+    pthread_t racers[4];
+    for (int i = 0; i < 4; i++)
+        if (pthread_create(&racers[i], NULL, race_to_discover, NULL))
+            hard_error("pthread_create failed");
+    hak_options.numa = HAK_NUMA_AUTO;
+    hak_numa_init();
+    atomic_store(&racers_go, true);
+    discover();
+    for (int i = 0; i < 4; i++) {
+        void *count;
+        pthread_join(racers[i], &count);
+        CHECK((uintptr_t)count == 1 || (uintptr_t)count == (uintptr_t)expected_count,
+              "a racing thread saw %zu nodes", (size_t)(uintptr_t)count);
+    }
+    printf("discovery: %.3f ms; %d allocations nested in it, %d of them saw one node\n",
+           atomic_load(&longest_discovery_ns) / 1e6, atomic_load(&nested_allocations),
+           atomic_load(&nested_saw_one_node));
+    CHECK(atomic_load(&nested_allocations) == atomic_load(&nested_saw_one_node),
+          "an allocation nested in discovery saw more than one node");
+
+    unsigned count = hak_numa_node_count();
+    if (online <= 1) {
+        CHECK(count == 1, "one node online, %u reported", count);
+        CHECK(!hwloc_mapped(), "one node online, yet hwloc was loaded");
+        CHECK(hak_numa_thread_node() == 0, "thread on node %u", hak_numa_thread_node());
+        return;
+    }
+    CHECK(hwloc_mapped(), "several nodes online, hwloc was not loaded");
+    CHECK((int)count == (expected_count > 1 ? expected_count : 1), "%u nodes, sysfs has %d", count,
+          expected_count);
+    if (count <= 1)
+        return;
+    for (unsigned i = 0; i < count; i++)
+        CHECK(expected >> hak_numa_os_node(i) & 1, "index %u is OS node %u, not a memory node", i,
+              hak_numa_os_node(i));
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed))
+        hard_error("sched_getaffinity failed");
+    for (unsigned os = 0; os < 64; os++) {
+        if (!(expected >> os & 1))
+            continue;
+        char file[64];
+        snprintf(file, sizeof(file), "node%u/cpulist", os);
+        /* sysfs_nodes parses any list; here it is a list of CPUs. */
+        unsigned long long cpus = sysfs_nodes(file);
+        for (int cpu = 0; cpu < 64 && cpu < CPU_SETSIZE; cpu++) {
+            if (!(cpus >> cpu & 1) || !CPU_ISSET(cpu, &allowed))
+                continue;
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            if (sched_setaffinity(0, sizeof(one), &one))
+                hard_error("cannot pin to CPU %d", cpu);
+            unsigned node = hak_numa_os_node(hak_numa_thread_node());
+            CHECK(node == os, "CPU %d is on node %u, thread_node says %u", cpu, os, node);
+        }
+    }
+    if (sched_setaffinity(0, sizeof(allowed), &allowed))
+        hard_error("cannot restore the affinity");
+}
+
+/* hak_topology_load on this machine: only the object types the map needs,
+ * and a map that agrees with the kernel's lists. */
+static void test_load_here(void)
+{
+    hwloc_topology_t topology = hak_topology_load(&hw);
+    if (!topology) {
+        CHECK(false, "cannot load this machine's topology");
+        return;
+    }
+    static const hwloc_obj_type_t dropped[] = {HWLOC_OBJ_CORE, HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L3CACHE,
+                                               HWLOC_OBJ_PCI_DEVICE};
+    for (size_t i = 0; i < sizeof(dropped) / sizeof(dropped[0]); i++) {
+        int depth = extra.hwloc_get_type_depth(topology, dropped[i]);
+        CHECK(hw.hwloc_get_nbobjs_by_depth(topology, depth) == 0,
+              "the topology has objects of type %d", (int)dropped[i]);
+    }
+    CHECK(extra.hwloc_get_type_depth(topology, HWLOC_OBJ_PACKAGE) >= 0, "packages were dropped");
+    hwloc_bitmap_t usable = hak_topology_usable_memory(&hw, topology);
+    struct hak_numa_map *map = usable ? hak_topology_build(&hw, topology, usable) : NULL;
+    if (!map) {
+        CHECK(false, "no map for this machine");
+    } else {
+        unsigned long long memory = sysfs_nodes("has_memory") & sysfs_nodes("online");
+        CHECK(map->node_count == (unsigned)__builtin_popcountll(memory),
+              "%u nodes here, sysfs lists %d with memory", map->node_count,
+              __builtin_popcountll(memory));
+        long cpus = sysconf(_SC_NPROCESSORS_CONF);
+        CHECK(map->cpu_count >= (unsigned)cpus, "%u CPUs in the map, %ld configured",
+              map->cpu_count, cpus);
+        for (unsigned index = 0; index < map->node_count; index++) {
+            char file[64];
+            snprintf(file, sizeof(file), "node%u/cpulist", map->os_node[index]);
+            unsigned long long node_cpus = sysfs_nodes(file);
+            for (unsigned cpu = 0; cpu < 64 && cpu < map->cpu_count; cpu++)
+                CHECK(!(node_cpus >> cpu & 1) || map->cpu_node[cpu] == index,
+                      "CPU %u of node %u has index %u, expected %u", cpu, map->os_node[index],
+                      map->cpu_node[cpu], index);
+        }
+        hak_topology_map_free(map);
+    }
+    if (usable)
+        hw.hwloc_bitmap_free(usable);
+    hw.hwloc_topology_destroy(topology);
+}
+
+static void time_synthetic_build(void)
+{
+    const char *description = "pack:4 numa:2 core:16 pu:2";
+    double start = seconds_now();
+    hwloc_topology_t topology = synthetic(description);
+    double loaded = seconds_now();
+    struct hak_numa_map *map = build(topology, ALL);
+    double built = seconds_now();
+    CHECK(map && map->node_count == 8 && map->cpu_count == 256, "\"%s\": wrong map", description);
+    printf("\"%s\": load %.3f ms, map %.3f ms\n", description, (loaded - start) * 1e3,
+           (built - loaded) * 1e3);
+    if (map)
+        hak_topology_map_free(map);
+    hw.hwloc_topology_destroy(topology);
+}
+
+#endif
+
+int main(void)
+{
+    test_list_count();
+    test_current_cpu();
+#if HAKMEM_HAVE_NUMA
+    test_machine();
+    open_hwloc();
+    test_synthetic();
+    test_latency();
+    test_load_here();
+    time_synthetic_build();
+#else
+    hak_numa_init();
+    hak_numa_discover();
+    CHECK(hak_numa_node_count() == 1, "a build without NUMA reports %u nodes",
+          hak_numa_node_count());
+    CHECK(hak_numa_thread_node() == 0, "a build without NUMA puts the thread on node %u",
+          hak_numa_thread_node());
+#endif
+    return test_result("test_topology");
+}
