@@ -32,5 +32,5 @@ bench_rusage_run_SOURCES = bench/rusage_run.c
 # The comparison tool runs the programs above; it lives here rather than in
 # tools/local.mk so that the two fragments are edited by one owner each.
 dist_bin_SCRIPTS = tools/hakmem-compare
-TESTS += tests/test_compare.sh
-EXTRA_DIST += tests/test_compare.sh
+TESTS += tests/test_bench_programs.sh tests/test_compare.sh
+EXTRA_DIST += tests/test_bench_programs.sh tests/test_compare.sh

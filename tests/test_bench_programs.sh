@@ -1,0 +1,116 @@
+#!/bin/sh
+# The bench programs print the one line hakmem-compare reads, count the
+# operations they claim, accept key=value and positional arguments, reject
+# bad ones, and write the blocks they allocate; bench/rusage_run reports
+# exit status, signals and rusage, and preloads only into its command.
+set -eu
+
+bench=${HAKMEM_BUILDDIR:-$(pwd)}/bench
+failures=0
+out=$(mktemp -d "${TMPDIR:-/tmp}/test_bench_programs.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+
+fail()
+{
+    echo "FAIL: $*"
+    failures=$((failures + 1))
+}
+
+# field NAME LINE: the value of NAME=... in LINE.
+field()
+{
+    printf '%s\n' "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"
+}
+
+# check_line PROGRAM EXPECTED_OPS ARGS...: runs the program, checks the
+# format of its single output line and its ops count; leaves it in $line.
+check_line()
+{
+    program=$1
+    expected_ops=$2
+    shift 2
+    if ! "$bench/$program" "$@" >"$out/stdout" 2>"$out/stderr"; then
+        fail "$program $*: exited with status $?: $(cat "$out/stderr")"
+        line=
+        return
+    fi
+    line=$(cat "$out/stdout")
+    if [ "$(wc -l <"$out/stdout")" -ne 1 ]; then
+        fail "$program $*: printed $(wc -l <"$out/stdout") lines, not one"
+    fi
+    number='[0-9][0-9.]*'
+    if ! printf '%s\n' "$line" | grep -Eq "^$program ops_per_s=$number ops=$number \
+seconds=$number minflt=$number maxrss_kb=$number( [a-z_]+=-?$number)*\$"; then
+        fail "$program $*: malformed line: $line"
+    fi
+    if [ "$(field ops "$line")" != "$expected_ops" ]; then
+        fail "$program $*: ops=$(field ops "$line"), expected $expected_ops"
+    fi
+}
+
+check_line random_mixed 20000 cycles=20000 ws=64
+check_line random_mixed 1000 1000 50 7
+if [ "$(field ws "$line")" != 50 ] || [ "$(field seed "$line")" != 7 ]; then
+    fail "random_mixed: positional arguments not taken in order: $line"
+fi
+check_line fixed_size 5000 size=100 n=5000
+[ "$(field size "$line")" = 100 ] || fail "fixed_size: size not taken: $line"
+check_line xthread 30 rounds=3 batch=10
+check_line mid_large_mt 200 threads=2 cycles=100 ws=16
+check_line realloc_grow 26 rounds=2 max_kb=8192
+
+# Every page of every block is written, so a thread holding about half of 64
+# blocks averaging 544 KiB must have well over 8 MiB resident at its peak.
+check_line l25 400 threads=1 cycles=400 ws=64
+if [ -n "$line" ] && [ "$(field maxrss_kb "$line")" -lt 8192 ]; then
+    fail "l25: peak RSS $(field maxrss_kb "$line") KiB; the blocks are not being written"
+fi
+
+for bad in "ws=0" "cycles=abc" "colour=3" "1 2 3 4"; do
+    # shellcheck disable=SC2086 # the words of $bad are separate arguments
+    if "$bench/random_mixed" $bad >/dev/null 2>"$out/stderr"; then
+        fail "random_mixed $bad: accepted"
+    elif [ $? -ne 2 ]; then
+        fail "random_mixed $bad: exit status is not 2"
+    fi
+done
+
+# rusage_run mirrors the exit status and writes its report.
+status=0
+"$bench/rusage_run" "$out/report" sh -c 'exit 3' || status=$?
+[ "$status" -eq 3 ] || fail "rusage_run: exit status $status, expected 3"
+grep -Eq '^exit=3 signal=0 core=0 wall_s=[0-9.]+ user_s=[0-9.]+ sys_s=[0-9.]+ minflt=[0-9]+ majflt=[0-9]+ maxrss_kb=[0-9]+$' \
+    "$out/report" || fail "rusage_run: bad report for exit 3: $(cat "$out/report")"
+
+status=0
+"$bench/rusage_run" "$out/report" sh -c 'kill -KILL $$' || status=$?
+[ "$status" -eq 137 ] || fail "rusage_run: exit status $status for SIGKILL, expected 137"
+grep -q '^exit=-1 signal=9 ' "$out/report" ||
+    fail "rusage_run: SIGKILL not reported: $(cat "$out/report")"
+
+# -p preloads into the command only; without it LD_PRELOAD is cleared.
+# shellcheck disable=SC2016 # $LD_PRELOAD is for the inner shell to expand
+LD_PRELOAD='' "$bench/rusage_run" -p /no/such/lib.so "$out/report" sh -c 'echo "$LD_PRELOAD"' \
+    >"$out/stdout" 2>/dev/null
+[ "$(cat "$out/stdout")" = /no/such/lib.so ] || fail "rusage_run -p: LD_PRELOAD not set"
+# shellcheck disable=SC2016
+LD_PRELOAD=/no/such/lib.so "$bench/rusage_run" "$out/report" sh -c 'echo "x$LD_PRELOAD"' \
+    >"$out/stdout" 2>/dev/null
+[ "$(cat "$out/stdout")" = x ] || fail "rusage_run: LD_PRELOAD not cleared without -p"
+
+# Peak RSS is the command's own, not inherited from a large parent: a
+# 200 MiB process that starts rusage_run must not show up in the report.
+if command -v python3 >/dev/null 2>&1; then
+    python3 -c '
+import subprocess, sys
+ballast = bytearray(200 * 1024 * 1024)
+subprocess.run(sys.argv[1:], check=True)
+' "$bench/rusage_run" "$out/report" "$bench/random_mixed" cycles=1000 >"$out/stdout"
+    rss=$(field maxrss_kb "$(cat "$out/stdout")")
+    [ "$rss" -lt 102400 ] || fail "random_mixed under rusage_run reports ${rss} KiB peak RSS"
+fi
+
+if [ "$failures" -ne 0 ]; then
+    exit 1
+fi
+echo "PASS: bench programs and rusage_run"
