@@ -1,0 +1,48 @@
+# White-box unit tests of the allocator's internals.  The library hides
+# everything but the allocation API (-fvisibility=hidden), so the tests link
+# the same sources built again as a convenience library with default
+# visibility.  It defines malloc and free too: the test programs run on
+# hakmem.
+check_LTLIBRARIES += tests/unit/libhakmem_internal.la
+tests_unit_libhakmem_internal_la_SOURCES = $(src_libhakmem_la_SOURCES)
+tests_unit_libhakmem_internal_la_CPPFLAGS = $(src_libhakmem_la_CPPFLAGS)
+tests_unit_libhakmem_internal_la_CFLAGS = $(AM_CFLAGS)
+tests_unit_libhakmem_internal_la_LIBADD = $(src_libhakmem_la_LIBADD)
+
+UNIT_TESTS = \
+	tests/unit/test_size_class \
+	tests/unit/test_slab \
+	tests/unit/test_page_map \
+	tests/unit/test_page_arena \
+	tests/unit/test_remote
+check_PROGRAMS += $(UNIT_TESTS)
+TESTS += $(UNIT_TESTS)
+
+UNIT_CPPFLAGS = $(src_libhakmem_la_CPPFLAGS) -I$(top_srcdir)/src
+UNIT_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS)
+UNIT_LDADD = tests/unit/libhakmem_internal.la $(PTHREAD_LIBS)
+
+tests_unit_test_size_class_SOURCES = tests/unit/test_size_class.c tests/unit/unit.h
+tests_unit_test_size_class_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_size_class_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_size_class_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_slab_SOURCES = tests/unit/test_slab.c tests/unit/unit.h
+tests_unit_test_slab_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_slab_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_slab_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_page_map_SOURCES = tests/unit/test_page_map.c tests/unit/unit.h
+tests_unit_test_page_map_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_page_map_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_page_map_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_page_arena_SOURCES = tests/unit/test_page_arena.c tests/unit/unit.h
+tests_unit_test_page_arena_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_page_arena_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_page_arena_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_remote_SOURCES = tests/unit/test_remote.c tests/unit/unit.h
+tests_unit_test_remote_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_remote_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_remote_LDADD = $(UNIT_LDADD)

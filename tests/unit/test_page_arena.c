@@ -1,0 +1,358 @@
+/* The PageArena and the HotSpanBox in front of it: spans are disjoint pages
+ * of registered chunks, freed spans coalesce back into whole chunks, and the
+ * box hands a freed span back until its byte budget pushes it out to the
+ * arena, decommitted.
+ *
+ * The test owns node 0's arena: the program allocates no Mid or L25 blocks
+ * (stdout is unbuffered, so stdio does not either). */
+#include <string.h>
+
+#include "arena/hot_span_box.h"
+#include "arena/page_arena.h"
+#include "arena/page_map.h"
+#include "options.h"
+#include "stats.h"
+#include "unit.h"
+
+#define MAX_SPANS 64
+
+static uint64_t counter(enum hak_stat which)
+{
+    return atomic_load(&hak_stat_counters[which]);
+}
+
+static char *chunk_base(const struct hak_slab *span)
+{
+    return (char *)span->chunk;
+}
+
+static struct hak_slab *page_owner(const struct hak_slab *span, uint32_t page)
+{
+    return ((struct hak_chunk *)span->chunk)->page_slab[page];
+}
+
+static struct hak_slab *alloc_span(uint32_t pages)
+{
+    struct hak_slab *span = hak_page_arena_alloc(0, pages);
+    if (!span)
+        unit_hard_error("hak_page_arena_alloc(0, %u) failed", pages);
+    return span;
+}
+
+/* The arena takes back clean spans only. */
+static void free_span(struct hak_slab *span)
+{
+    madvise(span->start, (size_t)span->pages * HAK_PAGE_SIZE, MADV_DONTNEED);
+    hak_page_arena_free(span);
+}
+
+static void check_span(struct hak_slab *span, uint32_t pages)
+{
+    CHECK(span->pages == pages, "asked %u pages, got %u", pages, span->pages);
+    CHECK(span->node == 0 && span->chunk && span->chunk->kind == HAK_CHUNK_ARENA &&
+              span->chunk->node == 0,
+          "span of %u pages: not in a node 0 arena chunk", pages);
+    if (!span->chunk)
+        return;
+    char *chunk = chunk_base(span);
+    CHECK(((uintptr_t)chunk & (HAK_CHUNK_SIZE - 1)) == 0, "arena chunk %p not 2 MiB aligned",
+          (void *)chunk);
+    CHECK(span->start == chunk + (size_t)span->first_page * HAK_PAGE_SIZE,
+          "span start %p is not page %u of its chunk", (void *)span->start, span->first_page);
+    CHECK(span->first_page >= HAK_ARENA_HEADER_PAGES &&
+              span->first_page + span->pages <= HAK_ARENA_PAGES,
+          "span of pages [%u, %u) overlaps the header or runs past its chunk", span->first_page,
+          span->first_page + span->pages);
+    CHECK(span->end == span->start + (size_t)pages * HAK_PAGE_SIZE, "span end is wrong");
+    CHECK(hak_page_map_lookup(span->start) == span->chunk &&
+              hak_page_map_lookup(span->end - 1) == span->chunk,
+          "span of %u pages: the page map does not lead to its chunk", pages);
+    for (uint32_t p = 0; p < span->pages && span->first_page + p < HAK_ARENA_PAGES; p++)
+        if (page_owner(span, span->first_page + p) != span) {
+            CHECK(false, "span of %u pages: page %u of it maps to another slab", pages, p);
+            break;
+        }
+    for (uint32_t p = 0; p < HAK_ARENA_HEADER_PAGES; p++)
+        CHECK(page_owner(span, p) == &hak_invalid_slab, "header page %u is not invalid", p);
+    size_t bytes = (size_t)pages * HAK_PAGE_SIZE;
+    size_t dirty = unit_nonzero_offset(span->start, bytes);
+    CHECK(dirty == bytes, "span of %u pages handed out dirty at offset %zu", pages, dirty);
+}
+
+static void check_disjoint(struct hak_slab **spans, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        for (size_t j = i + 1; j < count; j++)
+            CHECK(spans[i]->end <= spans[j]->start || spans[j]->end <= spans[i]->start,
+                  "spans %zu [%p, %p) and %zu [%p, %p) overlap", i, (void *)spans[i]->start,
+                  (void *)spans[i]->end, j, (void *)spans[j]->start, (void *)spans[j]->end);
+}
+
+/* Each span holds its own pattern: one that another span overwrote shows. */
+static void fill_spans(struct hak_slab **spans, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        unit_fill(spans[i]->start, (size_t)spans[i]->pages * HAK_PAGE_SIZE, (unsigned)i);
+}
+
+static void check_spans_filled(struct hak_slab **spans, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        size_t bytes = (size_t)spans[i]->pages * HAK_PAGE_SIZE;
+        size_t bad = unit_pattern_mismatch(spans[i]->start, bytes, (unsigned)i);
+        CHECK(bad == bytes, "span %zu was overwritten at offset %zu", i, bad);
+    }
+}
+
+/* After everything was freed: one free span covers the chunk's usable pages
+ * and allocating that much again takes the same chunk, no new one. */
+static void check_chunk_whole(struct hak_chunk_head *chunk, const char *order)
+{
+    struct hak_chunk *table = (struct hak_chunk *)chunk;
+    struct hak_slab *free_span_desc = table->page_slab[HAK_ARENA_HEADER_PAGES];
+    CHECK(free_span_desc->kind == HAK_SLAB_FREE_SPAN &&
+              free_span_desc->pages == HAK_ARENA_USABLE_PAGES,
+          "%s: freed chunk is %u pages of kind %u, not one free span of %u", order,
+          free_span_desc->pages, free_span_desc->kind, (unsigned)HAK_ARENA_USABLE_PAGES);
+    for (uint32_t p = HAK_ARENA_HEADER_PAGES; p < HAK_ARENA_PAGES; p++)
+        if (table->page_slab[p] != free_span_desc) {
+            CHECK(false, "%s: page %u of the freed chunk is not in its one free span", order, p);
+            break;
+        }
+    uint64_t chunks_before = counter(HAK_STAT_ARENA_CHUNKS);
+    struct hak_slab *whole = alloc_span(HAK_ARENA_USABLE_PAGES);
+    CHECK(whole->chunk == chunk && whole->first_page == HAK_ARENA_HEADER_PAGES,
+          "%s: a whole chunk's worth of pages did not come from the freed chunk", order);
+    CHECK(counter(HAK_STAT_ARENA_CHUNKS) == chunks_before,
+          "%s: the freed pages did not coalesce, a new chunk was mapped", order);
+    check_span(whole, HAK_ARENA_USABLE_PAGES);
+    free_span(whole);
+}
+
+enum free_order { ASCENDING, DESCENDING, ALTERNATE, SHUFFLED, ORDERS };
+static const char *const order_names[ORDERS] = {"ascending", "descending", "alternate",
+                                                "shuffled"};
+
+static void free_in_order(struct hak_slab **spans, size_t count, enum free_order order)
+{
+    size_t sequence[MAX_SPANS];
+    size_t n = 0;
+    switch (order) {
+    case ASCENDING:
+        for (size_t i = 0; i < count; i++)
+            sequence[n++] = i;
+        break;
+    case DESCENDING:
+        for (size_t i = count; i-- > 0;)
+            sequence[n++] = i;
+        break;
+    case ALTERNATE:
+        /* The odd ones last: each then merges with a free span on both sides. */
+        for (size_t i = 0; i < count; i += 2)
+            sequence[n++] = i;
+        for (size_t i = 1; i < count; i += 2)
+            sequence[n++] = i;
+        break;
+    case SHUFFLED: {
+        uint64_t state = 0x9e3779b97f4a7c15ull;
+        for (size_t i = 0; i < count; i++)
+            sequence[n++] = i;
+        for (size_t i = count - 1; i > 0; i--) {
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            size_t j = (size_t)(state >> 33) % (i + 1);
+            size_t swap = sequence[i];
+            sequence[i] = sequence[j];
+            sequence[j] = swap;
+        }
+        break;
+    }
+    case ORDERS:
+        break;
+    }
+    for (size_t i = 0; i < n; i++)
+        free_span(spans[sequence[i]]);
+}
+
+/* Spans of one chunk, allocated in address order, freed in each order. */
+static void test_coalescing(void)
+{
+    static const uint32_t sizes[] = {1, 2, 3, 5, 8, 16, 17, 64, 1, 100, 4, 256, 7, 33, 2, 128};
+    size_t count = sizeof(sizes) / sizeof(sizes[0]);
+    for (enum free_order order = 0; order < ORDERS; order++) {
+        struct hak_slab *spans[MAX_SPANS];
+        for (size_t i = 0; i < count; i++) {
+            spans[i] = alloc_span(sizes[i]);
+            check_span(spans[i], sizes[i]);
+        }
+        for (size_t i = 1; i < count; i++)
+            CHECK(spans[i]->chunk == spans[0]->chunk,
+                  "%s: spans totalling less than a chunk came from two chunks",
+                  order_names[order]);
+        check_disjoint(spans, count);
+        fill_spans(spans, count);
+        check_spans_filled(spans, count);
+        struct hak_chunk_head *chunk = spans[0]->chunk;
+        free_in_order(spans, count, order);
+        check_chunk_whole(chunk, order_names[order]);
+    }
+}
+
+/* More than a chunk's worth: several chunks, and all but one spare go back
+ * to the OS once everything is freed. */
+static void test_several_chunks(void)
+{
+    struct hak_slab *spans[MAX_SPANS];
+    size_t count = 0;
+    for (uint32_t total = 0; total < 5 * HAK_ARENA_USABLE_PAGES / 2; count++) {
+        uint32_t pages = 64 + (uint32_t)(count * 37 % 200);
+        spans[count] = alloc_span(pages);
+        check_span(spans[count], pages);
+        total += pages;
+    }
+    check_disjoint(spans, count);
+    fill_spans(spans, count);
+    check_spans_filled(spans, count);
+
+    struct hak_chunk_head *chunks[MAX_SPANS];
+    size_t chunk_count = 0;
+    for (size_t i = 0; i < count; i++) {
+        size_t c = 0;
+        while (c < chunk_count && chunks[c] != spans[i]->chunk)
+            c++;
+        if (c == chunk_count)
+            chunks[chunk_count++] = spans[i]->chunk;
+    }
+    CHECK(chunk_count >= 3, "2.5 chunks' worth of spans came from %zu chunks", chunk_count);
+
+    free_in_order(spans, count, SHUFFLED);
+    size_t still_mapped = 0;
+    for (size_t c = 0; c < chunk_count; c++)
+        still_mapped += hak_page_map_lookup(chunks[c]) == chunks[c];
+    CHECK(still_mapped == 1, "%zu of %zu wholly free chunks kept instead of one spare",
+          still_mapped, chunk_count);
+}
+
+/* ---- the HotSpanBox ---- */
+
+static void test_hot_take_back(void)
+{
+    struct hak_slab *a = alloc_span(8);
+    struct hak_slab *b = alloc_span(8);
+    struct hak_slab *c = alloc_span(3);
+    char *a_start = a->start;
+    unit_fill(a->start, 8 * HAK_PAGE_SIZE, 1);
+    unit_fill(b->start, 8 * HAK_PAGE_SIZE, 2);
+
+    hak_hot_span_put(a);
+    CHECK(hak_hot_span_take(0, 7) == NULL && hak_hot_span_take(0, 9) == NULL,
+          "a hot span of 8 pages was taken for another length");
+    struct hak_slab *again = hak_hot_span_take(0, 8);
+    CHECK(again == a && again->start == a_start, "put then take of 8 pages gave another span");
+    CHECK(hak_hot_span_take(0, 8) == NULL, "the box gave a span it no longer holds");
+    CHECK(unit_pattern_mismatch(a_start, 8 * HAK_PAGE_SIZE, 1) == 8 * HAK_PAGE_SIZE,
+          "a hot span lost its contents: it should stay resident");
+
+    /* The most recently freed (hottest) comes back first. */
+    hak_hot_span_put(a);
+    hak_hot_span_put(b);
+    hak_hot_span_put(c);
+    CHECK(hak_hot_span_take(0, 8) == b, "the hottest span of 8 pages did not come first");
+    CHECK(hak_hot_span_take(0, 8) == a, "the older span of 8 pages did not come second");
+    CHECK(hak_hot_span_take(0, 3) == c, "the span of 3 pages did not come back");
+
+    free_span(a);
+    free_span(b);
+    free_span(c);
+}
+
+/* Over budget, the oldest spans leave: decommitted (they read as zeros) and
+ * back in the arena. */
+static void test_hot_budget(void)
+{
+    enum { SPANS = 5, KEPT = 3, PAGES = 8 };
+    size_t span_bytes = PAGES * HAK_PAGE_SIZE;
+    hak_options.hot_bytes = KEPT * span_bytes;
+    hak_options.decay_ms = 3600 * 1000;
+
+    /* Keeps the chunk from emptying: evicted spans stay readable. */
+    struct hak_slab *guard = alloc_span(1);
+    struct hak_slab *spans[SPANS];
+    char *starts[SPANS];
+    for (unsigned i = 0; i < SPANS; i++) {
+        spans[i] = alloc_span(PAGES);
+        starts[i] = spans[i]->start;
+        unit_fill(starts[i], span_bytes, 10 + i);
+    }
+    for (unsigned i = 0; i < SPANS; i++)
+        if (spans[i]->chunk != guard->chunk) {
+            /* Its memory may be unmapped once evicted: reading it would crash. */
+            CHECK(false, "span %u is not in the chunk of the span allocated before it", i);
+            return;
+        }
+    uint64_t evictions = counter(HAK_STAT_HOT_EVICTIONS);
+    for (unsigned i = 0; i < SPANS; i++)
+        hak_hot_span_put(spans[i]);
+    CHECK(counter(HAK_STAT_HOT_EVICTIONS) - evictions == SPANS - KEPT,
+          "%llu evictions for %u spans over a budget of %u",
+          (unsigned long long)(counter(HAK_STAT_HOT_EVICTIONS) - evictions), SPANS, KEPT);
+    for (unsigned i = 0; i < SPANS - KEPT; i++)
+        CHECK(unit_nonzero_offset(starts[i], span_bytes) == span_bytes,
+              "evicted span %u was not decommitted", i);
+    for (unsigned i = SPANS - KEPT; i < SPANS; i++)
+        CHECK(unit_pattern_mismatch(starts[i], span_bytes, 10 + i) == span_bytes,
+              "span %u within the budget lost its contents", i);
+
+    for (unsigned i = SPANS; i-- > SPANS - KEPT;) {
+        struct hak_slab *span = hak_hot_span_take(0, PAGES);
+        CHECK(span == spans[i], "take %u gave %p, expected span %u", SPANS - i,
+              span ? (void *)span->start : NULL, i);
+        if (span)
+            free_span(span);
+    }
+    CHECK(hak_hot_span_take(0, PAGES) == NULL, "an evicted span was still handed out");
+
+    /* A budget of zero keeps nothing. */
+    hak_options.hot_bytes = 0;
+    struct hak_slab *span = alloc_span(PAGES);
+    char *start = span->start;
+    unit_fill(start, span_bytes, 99);
+    hak_hot_span_put(span);
+    CHECK(hak_hot_span_take(0, PAGES) == NULL, "a zero budget kept a span");
+    CHECK(unit_nonzero_offset(start, span_bytes) == span_bytes,
+          "a span put with a zero budget was not decommitted");
+
+    free_span(guard);
+}
+
+/* Spans longer than any L25 block are never kept. */
+static void test_hot_too_long(void)
+{
+    hak_options.hot_bytes = 64u << 20;
+    struct hak_slab *guard = alloc_span(1);
+    uint32_t pages = HAK_L25_MAX / HAK_PAGE_SIZE + 1;
+    struct hak_slab *span = alloc_span(pages);
+    char *start = span->start;
+    size_t bytes = (size_t)pages * HAK_PAGE_SIZE;
+    if (span->chunk != guard->chunk) {
+        CHECK(false, "the long span is not in the chunk of the span allocated before it");
+        return;
+    }
+    unit_fill(start, bytes, 7);
+    hak_hot_span_put(span);
+    CHECK(hak_hot_span_take(0, pages) == NULL, "a span of %u pages was kept hot", pages);
+    CHECK(unit_nonzero_offset(start, bytes) == bytes, "a too-long span was not decommitted");
+    free_span(guard);
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (counter(HAK_STAT_ARENA_CHUNKS) != 0)
+        unit_hard_error("the arena was used before the test started");
+    test_coalescing();
+    test_several_chunks();
+    test_hot_take_back();
+    test_hot_budget();
+    test_hot_too_long();
+    return unit_result("test_page_arena");
+}

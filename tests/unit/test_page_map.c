@@ -1,0 +1,171 @@
+/* The page map: which chunk owns an address, per 2 MiB unit.  The addresses
+ * come from reservations this test makes with PROT_NONE: real address space
+ * that nobody else maps, and that no lookup may touch. */
+#include <stdlib.h>
+
+#include "arena/page_map.h"
+#include "unit.h"
+
+#define UNIT HAK_CHUNK_SIZE
+#define LEAF_SPAN ((size_t)UNIT << HAK_MAP_LEAF_BITS) /* what one leaf table covers */
+
+static struct hak_chunk_head heads[4];
+
+/* [base, base + units * 2 MiB) reserved, 2 MiB aligned, with one free
+ * unit on either side also reserved. */
+static char *reserve_units(size_t units)
+{
+    size_t size = (units + 3) * UNIT;
+    char *raw = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED)
+        unit_hard_error("cannot reserve %zu bytes of address space", size);
+    return (char *)(((uintptr_t)raw + 2 * UNIT - 1) & ~(uintptr_t)(UNIT - 1));
+}
+
+static void check_range(char *base, size_t units, struct hak_chunk_head *want, const char *what)
+{
+    for (size_t u = 0; u < units; u++) {
+        char *unit = base + u * UNIT;
+        const char *probes[] = {unit, unit + 1, unit + HAK_PAGE_SIZE, unit + UNIT / 2,
+                                unit + UNIT - 1};
+        for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
+            struct hak_chunk_head *got = hak_page_map_lookup(probes[i]);
+            CHECK(got == want, "%s: unit %zu offset %zu maps to %p, expected %p", what, u,
+                  (size_t)(probes[i] - unit), (void *)got, (void *)want);
+        }
+    }
+}
+
+/* The units on either side of [base, base + units) stay unmapped. */
+static void check_neighbours_unmapped(char *base, size_t units, const char *what)
+{
+    CHECK(hak_page_map_lookup(base - 1) == NULL, "%s: the unit before the range is mapped", what);
+    CHECK(hak_page_map_lookup(base + units * UNIT) == NULL, "%s: the unit after is mapped", what);
+}
+
+static void test_ranges(void)
+{
+    static const size_t unit_counts[] = {1, 2, 3, 5, 8};
+    for (size_t i = 0; i < sizeof(unit_counts) / sizeof(unit_counts[0]); i++) {
+        size_t units = unit_counts[i];
+        char *base = reserve_units(units);
+        char what[64];
+        snprintf(what, sizeof(what), "%zu units", units);
+        check_range(base, units, NULL, what);
+        CHECK(hak_page_map_set(base, units * UNIT, &heads[i % 4]), "%s: set failed", what);
+        check_range(base, units, &heads[i % 4], what);
+        check_neighbours_unmapped(base, units, what);
+        hak_page_map_clear(base, units * UNIT);
+        check_range(base, units, NULL, what);
+    }
+}
+
+/* A 4 MiB chunk (an arena chunk) maps both of its units to its head; a
+ * size that is not a whole number of units covers the partial one too. */
+static void test_chunk_sizes(void)
+{
+    char *base = reserve_units(3);
+    CHECK(hak_page_map_set(base, 2 * UNIT, &heads[0]), "set of a 4 MiB chunk failed");
+    CHECK(hak_page_map_lookup(base) == &heads[0] &&
+              hak_page_map_lookup(base + UNIT + UNIT / 2) == &heads[0],
+          "the two units of a 4 MiB chunk do not map to the same head");
+    CHECK(hak_page_map_lookup(base + 2 * UNIT) == NULL, "a 4 MiB chunk maps a third unit");
+    hak_page_map_clear(base, 2 * UNIT);
+
+    CHECK(hak_page_map_set(base, UNIT + HAK_PAGE_SIZE, &heads[1]), "set of 2 MiB + 4 KiB failed");
+    check_range(base, 2, &heads[1], "2 MiB + 4 KiB");
+    CHECK(hak_page_map_lookup(base + 2 * UNIT) == NULL, "2 MiB + 4 KiB maps a third unit");
+    hak_page_map_clear(base, UNIT + HAK_PAGE_SIZE);
+    check_range(base, 3, NULL, "cleared 2 MiB + 4 KiB");
+}
+
+/* Neighbouring chunks each keep their own head, and clearing one leaves the
+ * other. */
+static void test_neighbours(void)
+{
+    char *base = reserve_units(4);
+    CHECK(hak_page_map_set(base, UNIT, &heads[0]) && hak_page_map_set(base + UNIT, 2 * UNIT,
+                                                                      &heads[1]) &&
+              hak_page_map_set(base + 3 * UNIT, UNIT, &heads[2]),
+          "set of three neighbours failed");
+    check_range(base, 1, &heads[0], "first neighbour");
+    check_range(base + UNIT, 2, &heads[1], "middle neighbour");
+    check_range(base + 3 * UNIT, 1, &heads[2], "last neighbour");
+    hak_page_map_clear(base + UNIT, 2 * UNIT);
+    check_range(base, 1, &heads[0], "first neighbour after clearing the middle");
+    check_range(base + UNIT, 2, NULL, "cleared middle");
+    check_range(base + 3 * UNIT, 1, &heads[2], "last neighbour after clearing the middle");
+    hak_page_map_clear(base, UNIT);
+    hak_page_map_clear(base + 3 * UNIT, UNIT);
+}
+
+/* A range across the boundary between two leaf tables (every 16 GiB). */
+static void test_leaf_boundary(void)
+{
+    size_t size = LEAF_SPAN + 4 * UNIT;
+    char *raw = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED) {
+        fprintf(stderr, "cannot reserve %zu bytes; leaf boundary not tested\n", size);
+        return;
+    }
+    char *boundary = (char *)(((uintptr_t)raw + 2 * UNIT + LEAF_SPAN - 1) & ~(LEAF_SPAN - 1));
+    char *base = boundary - UNIT;
+    CHECK(hak_page_map_set(base, 2 * UNIT, &heads[3]), "set across a leaf boundary failed");
+    check_range(base, 2, &heads[3], "across a leaf boundary");
+    check_neighbours_unmapped(base, 2, "across a leaf boundary");
+    hak_page_map_clear(base, 2 * UNIT);
+    check_range(base, 2, NULL, "cleared across a leaf boundary");
+    munmap(raw, size);
+}
+
+static void test_addresses_never_mapped(void)
+{
+    CHECK(hak_page_map_lookup(NULL) == NULL, "NULL maps to a chunk");
+    CHECK(hak_page_map_lookup((void *)1) == NULL, "address 1 maps to a chunk");
+    const uintptr_t beyond[] = {(uintptr_t)1 << 47, ((uintptr_t)1 << 47) + UNIT,
+                                (uintptr_t)1 << 56, UINTPTR_MAX - 4095, UINTPTR_MAX};
+    for (size_t i = 0; i < sizeof(beyond) / sizeof(beyond[0]); i++)
+        CHECK(hak_page_map_lookup((void *)beyond[i]) == NULL, "address %#lx maps to a chunk",
+              (unsigned long)beyond[i]);
+    /* Memory that is not hakmem's: the stack, this program's data, a
+     * mapping of the test's own. */
+    int local;
+    static int global;
+    char *own = unit_map(HAK_CHUNK_SIZE);
+    CHECK(hak_page_map_lookup(&local) == NULL, "the stack maps to a chunk");
+    CHECK(hak_page_map_lookup(&global) == NULL, "static data maps to a chunk");
+    CHECK(hak_page_map_lookup(own) == NULL, "a foreign mapping maps to a chunk");
+    munmap(own, HAK_CHUNK_SIZE);
+}
+
+/* What hakmem itself hands out maps to the chunk that holds it. */
+static void test_own_blocks(void)
+{
+    static const size_t sizes[] = {8, 100, 1024, 5000, 32768, 200000, 1048576};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        char *block = malloc(sizes[i]);
+        if (!block)
+            unit_hard_error("malloc(%zu) failed", sizes[i]);
+        struct hak_chunk_head *chunk = hak_page_map_lookup(block);
+        CHECK(chunk != NULL, "malloc(%zu) = %p is not in the page map", sizes[i], (void *)block);
+        if (chunk) {
+            CHECK((char *)chunk <= block && block + sizes[i] <= (char *)chunk + chunk->map_size,
+                  "malloc(%zu) = %p lies outside its chunk [%p, +%zu)", sizes[i], (void *)block,
+                  (void *)chunk, chunk->map_size);
+            CHECK(hak_page_map_lookup(block + sizes[i] - 1) == chunk,
+                  "the last byte of malloc(%zu) maps elsewhere", sizes[i]);
+        }
+        free(block);
+    }
+}
+
+int main(void)
+{
+    test_ranges();
+    test_chunk_sizes();
+    test_neighbours();
+    test_leaf_boundary();
+    test_addresses_never_mapped();
+    test_own_blocks();
+    return unit_result("test_page_map");
+}

@@ -1,0 +1,177 @@
+/* Remote frees through malloc and free: thread A allocates blocks of small,
+ * Mid and L25 classes, thread B frees them all and exits, and A's later
+ * allocations get those blocks back.
+ *
+ * A free by another thread of the same node goes into the freeing thread's
+ * cache first; only when that cache flushes, or the thread exits, does the
+ * block travel to the slab A owns (a remote free).  A thread with no heap
+ * yet (it never allocated) sends each block straight to the owning slab.
+ * Both paths are run. */
+#include <malloc.h>
+#include <string.h>
+
+#include "front/size_class.h"
+#include "front/thread_heap.h"
+#include "unit.h"
+
+struct class_case {
+    size_t size;
+    unsigned count;
+    /* At least half the freed blocks must come back within as many
+     * allocations; otherwise one, after A's current slab runs out. */
+    bool most_back_at_once;
+};
+
+static const struct class_case cases[] = {
+    /* C3: three slabs, two of them full when B frees */
+    {48, 3000, true},
+    /* C5: fewer than B's cache holds, so only its exit returns them; they
+     * wait on A's current slab until its fresh blocks are used up */
+    {200, 40, false},
+    /* Mid: ten spans; the emptied ones go to the HotSpanBox and come back */
+    {3000, 200, true},
+    /* L25: one block per span, each back through the HotSpanBox */
+    {100 * 1024, 40, true},
+};
+#define CASES (sizeof(cases) / sizeof(cases[0]))
+
+enum freer { FREER_WITH_HEAP, FREER_WITHOUT_HEAP };
+static const char *const freer_names[] = {"freer with a heap", "freer without a heap"};
+
+struct round {
+    enum freer freer;
+    void **blocks[CASES];
+};
+
+static unsigned seed_of(enum freer freer, size_t c, unsigned i)
+{
+    return (unsigned)(freer * 7919 + c * 131 + i);
+}
+
+static void sum_remote_frees(uint64_t out[CASES])
+{
+    struct hak_class_stats totals[HAK_NUM_CLASSES];
+    memset(totals, 0, sizeof(totals));
+    hak_heap_sum_stats(totals);
+    for (size_t c = 0; c < CASES; c++)
+        out[c] = totals[hak_class_of(cases[c].size)].remote_frees;
+}
+
+static void *free_all(void *arg)
+{
+    struct round *round = arg;
+    /* A block of a class no case uses, freed last: it gives this thread a
+     * heap, so that the frees below go through its caches. */
+    void *own = NULL;
+    if (round->freer == FREER_WITH_HEAP) {
+        own = malloc(24);
+        if (!own)
+            unit_hard_error("malloc(24) in the freeing thread failed");
+    }
+    for (size_t c = 0; c < CASES; c++) {
+        for (unsigned i = 0; i < cases[c].count; i++) {
+            void *block = round->blocks[c][i];
+            size_t bad = unit_pattern_mismatch(block, cases[c].size, seed_of(round->freer, c, i));
+            CHECK(bad == cases[c].size, "%s: %zu B block %u changed at offset %zu before its free",
+                  freer_names[round->freer], cases[c].size, i, bad);
+            free(block);
+        }
+    }
+    free(own);
+    return NULL;
+}
+
+static int compare_pointers(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+    return (x > y) - (x < y);
+}
+
+/* A takes blocks of the class again, as many as it freed, and more if none
+ * came back yet: up to what it may still have had fresh (its cache and the
+ * rest of its current slab). */
+static void check_reuse(struct round *round, size_t c)
+{
+    const struct class_case *cs = &cases[c];
+    unsigned cls = hak_class_of(cs->size);
+    unsigned limit = cs->count + hak_class_span_bytes[cls] / hak_class_size[cls] + 64;
+    void **again = calloc(limit, sizeof(void *));
+    if (!again)
+        unit_hard_error("calloc failed");
+    qsort(round->blocks[c], cs->count, sizeof(void *), compare_pointers);
+
+    unsigned taken = 0, reused = 0;
+    while (taken < limit && (taken < cs->count || reused == 0)) {
+        void *block = malloc(cs->size);
+        if (!block)
+            unit_hard_error("malloc(%zu) failed", cs->size);
+        again[taken++] = block;
+        if (bsearch(&block, round->blocks[c], cs->count, sizeof(void *), compare_pointers))
+            reused++;
+    }
+    if (cs->most_back_at_once)
+        CHECK(reused >= cs->count / 2, "%s: %u of %u freed %zu B blocks came back in %u allocations",
+              freer_names[round->freer], reused, cs->count, cs->size, taken);
+    else
+        CHECK(reused > 0, "%s: none of %u freed %zu B blocks came back in %u allocations",
+              freer_names[round->freer], cs->count, cs->size, taken);
+    printf("  %s, %zu B: %u of %u freed blocks back in %u allocations\n",
+           freer_names[round->freer], cs->size, reused, cs->count, taken);
+
+    /* Every block A now holds is its own: no two overlap. */
+    for (unsigned i = 0; i < taken; i++) {
+        CHECK(malloc_usable_size(again[i]) >= cs->size, "usable size below %zu B", cs->size);
+        unit_fill(again[i], cs->size, 1000 + i);
+    }
+    for (unsigned i = 0; i < taken; i++) {
+        size_t bad = unit_pattern_mismatch(again[i], cs->size, 1000 + i);
+        CHECK(bad == cs->size, "%s: reused %zu B block %u overwritten at offset %zu",
+              freer_names[round->freer], cs->size, i, bad);
+    }
+    for (unsigned i = 0; i < taken; i++)
+        free(again[i]);
+    free(again);
+}
+
+static void run_round(enum freer freer)
+{
+    struct round round = {.freer = freer};
+    for (size_t c = 0; c < CASES; c++) {
+        round.blocks[c] = calloc(cases[c].count, sizeof(void *));
+        if (!round.blocks[c])
+            unit_hard_error("calloc failed");
+        for (unsigned i = 0; i < cases[c].count; i++) {
+            void *block = malloc(cases[c].size);
+            if (!block)
+                unit_hard_error("malloc(%zu) failed", cases[c].size);
+            unit_fill(block, cases[c].size, seed_of(freer, c, i));
+            round.blocks[c][i] = block;
+        }
+    }
+
+    uint64_t before[CASES], after[CASES];
+    sum_remote_frees(before);
+    pthread_t thread;
+    unit_thread_start(&thread, free_all, &round);
+    unit_thread_join(thread);
+    sum_remote_frees(after);
+    /* A thread with a heap counts every block it sends to A's slabs, in
+     * its flushes or at its exit; one without a heap has no counters. */
+    if (freer == FREER_WITH_HEAP)
+        for (size_t c = 0; c < CASES; c++)
+            CHECK(after[c] - before[c] == cases[c].count,
+                  "%zu B: %llu remote frees counted for %u blocks freed by another thread",
+                  cases[c].size, (unsigned long long)(after[c] - before[c]), cases[c].count);
+
+    for (size_t c = 0; c < CASES; c++) {
+        check_reuse(&round, c);
+        free(round.blocks[c]);
+    }
+}
+
+int main(void)
+{
+    run_round(FREER_WITH_HEAP);
+    run_round(FREER_WITHOUT_HEAP);
+    return unit_result("test_remote");
+}

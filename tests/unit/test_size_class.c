@@ -1,0 +1,137 @@
+/* Size classes: every request up to 1 MiB gets the smallest class that holds
+ * it, and the class table has the shape the allocator relies on. */
+#include <string.h>
+
+#include "front/size_class.h"
+#include "unit.h"
+
+/* The smallest class whose blocks hold size, by walking the table. */
+static unsigned smallest_fitting_class(size_t size)
+{
+    unsigned cls = 0;
+    while (cls < HAK_NUM_CLASSES && hak_class_size[cls] < size)
+        cls++;
+    return cls;
+}
+
+static void test_every_size_maps_to_smallest_fitting_class(void)
+{
+    unsigned mismatches = 0;
+    for (size_t size = 0; size <= HAK_L25_MAX; size++) {
+        unsigned cls = hak_class_of(size);
+        unsigned want = smallest_fitting_class(size);
+        if (cls == want)
+            continue;
+        /* One line per wrong size would drown the first ones. */
+        if (mismatches++ < 5)
+            CHECK(false, "size %zu: class %u (%u B), expected class %u (%u B)", size, cls,
+                  cls < HAK_NUM_CLASSES ? hak_class_size[cls] : 0, want,
+                  want < HAK_NUM_CLASSES ? hak_class_size[want] : 0);
+    }
+    CHECK(mismatches == 0, "%u sizes in 0..1 MiB map to a wrong class", mismatches);
+}
+
+static void test_table_shape(void)
+{
+    for (unsigned cls = 1; cls < HAK_NUM_CLASSES; cls++)
+        CHECK(hak_class_size[cls] > hak_class_size[cls - 1],
+              "class %u (%u B) is not bigger than class %u (%u B)", cls, hak_class_size[cls],
+              cls - 1, hak_class_size[cls - 1]);
+
+    for (unsigned cls = 0; cls < HAK_SMALL_CLASSES; cls++)
+        CHECK(hak_class_size[cls] == 8u << cls, "C%u is %u B, expected %u", cls,
+              hak_class_size[cls], 8u << cls);
+    CHECK(hak_class_size[HAK_FIRST_MID - 1] == HAK_SMALL_MAX, "last small class is %u B",
+          hak_class_size[HAK_FIRST_MID - 1]);
+
+    CHECK(hak_class_size[HAK_FIRST_MID] == 1280, "M0 is %u B, expected 1280",
+          hak_class_size[HAK_FIRST_MID]);
+    CHECK(hak_class_size[HAK_FIRST_L25 - 1] == HAK_MID_MAX, "last Mid class is %u B, expected %u",
+          hak_class_size[HAK_FIRST_L25 - 1], HAK_MID_MAX);
+    CHECK(hak_class_size[HAK_FIRST_L25] == 40 * 1024, "L0 is %u B, expected 40960",
+          hak_class_size[HAK_FIRST_L25]);
+    CHECK(hak_class_size[HAK_NUM_CLASSES - 1] == HAK_L25_MAX, "last L25 class is %u B, expected %u",
+          hak_class_size[HAK_NUM_CLASSES - 1], HAK_L25_MAX);
+
+    /* Four classes per doubling above 1 KiB: every fourth is a power of two
+     * and the three between are its quarter steps. */
+    for (unsigned cls = HAK_FIRST_MID; cls < HAK_NUM_CLASSES; cls++) {
+        unsigned step = (cls - HAK_FIRST_MID) % 4;
+        uint32_t doubling_base = hak_class_size[cls - step - 1];
+        CHECK(hak_class_size[cls] == doubling_base + (step + 1) * (doubling_base / 4),
+              "class %u (%u B) is not step %u of the doubling from %u B", cls,
+              hak_class_size[cls], step + 1, doubling_base);
+    }
+
+    /* Blocks carved from page-aligned memory keep 16-byte alignment. */
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
+        if (hak_class_size[cls] >= 16)
+            CHECK(hak_class_size[cls] % 16 == 0, "class %u (%u B) breaks 16-byte alignment", cls,
+                  hak_class_size[cls]);
+
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
+        CHECK(hak_class_is_small(cls) == (hak_class_size[cls] <= HAK_SMALL_MAX),
+              "hak_class_is_small(%u) wrong", cls);
+        CHECK(hak_class_is_l25(cls) == (hak_class_size[cls] > HAK_MID_MAX),
+              "hak_class_is_l25(%u) wrong", cls);
+    }
+}
+
+static void test_range_edges(void)
+{
+    CHECK(hak_class_of(HAK_SMALL_MAX) == HAK_FIRST_MID - 1, "1024 B is not in the last small class");
+    CHECK(hak_class_of(HAK_SMALL_MAX + 1) == HAK_FIRST_MID, "1025 B is not in M0");
+    CHECK(hak_class_of(HAK_MID_MAX) == HAK_FIRST_L25 - 1, "32 KiB is not in the last Mid class");
+    CHECK(hak_class_of(HAK_MID_MAX + 1) == HAK_FIRST_L25, "32 KiB + 1 is not in L0");
+    CHECK(hak_class_of(HAK_L25_MAX) == HAK_NUM_CLASSES - 1, "1 MiB is not in the last class");
+    CHECK(hak_small_class(0) == 0, "a request of 0 bytes is not in C0");
+}
+
+static void test_class_names(void)
+{
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
+        char want[8];
+        if (cls < HAK_FIRST_MID)
+            snprintf(want, sizeof(want), "C%u", cls);
+        else if (cls < HAK_FIRST_L25)
+            snprintf(want, sizeof(want), "M%u", cls - HAK_FIRST_MID);
+        else
+            snprintf(want, sizeof(want), "L%u", cls - HAK_FIRST_L25);
+        char name[4];
+        memset(name, '?', sizeof(name));
+        hak_class_name(cls, name);
+        CHECK(memchr(name, 0, sizeof(name)) != NULL, "name of class %u is not terminated", cls);
+        CHECK(memchr(name, 0, sizeof(name)) == NULL || strcmp(name, want) == 0,
+              "class %u is named \"%.4s\", expected \"%s\"", cls, name, want);
+    }
+}
+
+static void test_span_bytes(void)
+{
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
+        uint32_t size = hak_class_size[cls];
+        uint32_t span = hak_class_span_bytes[cls];
+        CHECK(span >= size, "class %u: span of %u B cannot hold one %u B block", cls, span, size);
+        CHECK(span % HAK_PAGE_SIZE == 0, "class %u: span of %u B is not whole pages", cls, span);
+        CHECK(span / HAK_PAGE_SIZE <= HAK_ARENA_USABLE_PAGES,
+              "class %u: span of %u B does not fit in an arena chunk", cls, span);
+        if (hak_class_is_small(cls))
+            CHECK(span == HAK_SLAB_SIZE, "small class %u: span %u B is not a slab", cls, span);
+        else if (hak_class_is_l25(cls))
+            CHECK(span == size, "L25 class %u: span %u B is not exactly one %u B block", cls,
+                  span, size);
+        else
+            CHECK(span / size >= 8, "Mid class %u: span %u B holds %u blocks of %u B, not 8",
+                  cls, span, span / size, size);
+    }
+}
+
+int main(void)
+{
+    test_every_size_maps_to_smallest_fitting_class();
+    test_table_shape();
+    test_range_edges();
+    test_class_names();
+    test_span_bytes();
+    return unit_result("test_size_class");
+}
