@@ -1,0 +1,81 @@
+# The API and behaviour tests.  The C tests link libhakmem, so the standard
+# allocation names in them resolve to hakmem; the shell tests preload it into
+# real programs and inspect the built library.  They run under automake's
+# parallel harness: exit 0 passes, 77 skips, 99 is a hard error.
+
+hakmem_c_tests = \
+	tests/test_api \
+	tests/test_foreign \
+	tests/test_threads \
+	tests/test_remote_free \
+	tests/test_thread_churn \
+	tests/test_fork \
+	tests/test_oom \
+	tests/test_release
+
+check_PROGRAMS += $(hakmem_c_tests) tests/cxx_map_threads
+TESTS += $(hakmem_c_tests) tests/test_preload.sh tests/test_exports.sh
+EXTRA_DIST += tests/test_preload.sh tests/test_exports.sh
+
+TEST_EXTENSIONS = .sh
+SH_LOG_COMPILER = $(SHELL)
+
+# Where the shell tests find the library, the helper programs and the public
+# header, also when the build tree is not the source tree.
+AM_TESTS_ENVIRONMENT = \
+	HAKMEM_LIB='$(abs_top_builddir)/src/.libs/libhakmem.so'; \
+	HAKMEM_BUILDDIR='$(abs_top_builddir)'; \
+	HAKMEM_SRCDIR='$(abs_top_srcdir)'; \
+	export HAKMEM_LIB HAKMEM_BUILDDIR HAKMEM_SRCDIR;
+
+# -fno-builtin: the compiler must not fold or drop the allocation calls
+# under test.  -no-install: a real executable rather than a libtool wrapper
+# script, so that a tool such as valgrind can run it directly.
+hakmem_test_cflags = $(AM_CFLAGS) $(PTHREAD_CFLAGS) -fno-builtin
+hakmem_test_ldflags = -no-install $(PTHREAD_LIBS)
+
+tests_test_api_SOURCES = tests/test_api.c tests/harness.h
+tests_test_api_CFLAGS = $(hakmem_test_cflags)
+tests_test_api_LDFLAGS = $(hakmem_test_ldflags)
+tests_test_api_LDADD = src/libhakmem.la
+
+tests_test_foreign_SOURCES = tests/test_foreign.c tests/harness.h
+tests_test_foreign_CFLAGS = $(hakmem_test_cflags)
+tests_test_foreign_LDFLAGS = $(hakmem_test_ldflags)
+tests_test_foreign_LDADD = src/libhakmem.la
+
+tests_test_threads_SOURCES = tests/test_threads.c tests/harness.h
+tests_test_threads_CFLAGS = $(hakmem_test_cflags)
+tests_test_threads_LDFLAGS = $(hakmem_test_ldflags)
+tests_test_threads_LDADD = src/libhakmem.la
+
+tests_test_remote_free_SOURCES = tests/test_remote_free.c tests/harness.h
+tests_test_remote_free_CFLAGS = $(hakmem_test_cflags)
+tests_test_remote_free_LDFLAGS = $(hakmem_test_ldflags)
+tests_test_remote_free_LDADD = src/libhakmem.la
+
+tests_test_thread_churn_SOURCES = tests/test_thread_churn.c tests/harness.h
+tests_test_thread_churn_CFLAGS = $(hakmem_test_cflags)
+tests_test_thread_churn_LDFLAGS = $(hakmem_test_ldflags)
+tests_test_thread_churn_LDADD = src/libhakmem.la
+
+tests_test_fork_SOURCES = tests/test_fork.c tests/harness.h
+tests_test_fork_CFLAGS = $(hakmem_test_cflags)
+tests_test_fork_LDFLAGS = $(hakmem_test_ldflags)
+tests_test_fork_LDADD = src/libhakmem.la
+
+tests_test_oom_SOURCES = tests/test_oom.c tests/harness.h
+tests_test_oom_CFLAGS = $(hakmem_test_cflags)
+tests_test_oom_LDFLAGS = $(hakmem_test_ldflags)
+tests_test_oom_LDADD = src/libhakmem.la
+
+tests_test_release_SOURCES = tests/test_release.c tests/harness.h
+tests_test_release_CFLAGS = $(hakmem_test_cflags)
+tests_test_release_LDFLAGS = $(hakmem_test_ldflags)
+tests_test_release_LDADD = src/libhakmem.la
+
+# Run by test_preload.sh with and without hakmem preloaded, so it links only
+# the C++ runtime.
+tests_cxx_map_threads_SOURCES = tests/cxx_map_threads.cc
+tests_cxx_map_threads_CXXFLAGS = $(AM_CXXFLAGS) $(PTHREAD_CFLAGS)
+tests_cxx_map_threads_LDADD = $(PTHREAD_LIBS)

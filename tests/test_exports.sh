@@ -1,0 +1,65 @@
+#!/bin/sh
+# libhakmem.so must export exactly the allocation API: the standard names and
+# the hak_ functions that include/hakmem.h declares, nothing else.  Anything
+# more is an internal symbol that can clash with the program's own.
+set -u
+
+builddir=${HAKMEM_BUILDDIR:-$(pwd)}
+srcdir=${HAKMEM_SRCDIR:-${srcdir:-.}}
+lib=${HAKMEM_LIB:-$builddir/src/.libs/libhakmem.so}
+header=$srcdir/include/hakmem.h
+
+if [ ! -f "$lib" ]; then
+    echo "ERROR: $lib does not exist: build the library first (make)"
+    exit 99
+fi
+if [ ! -f "$header" ]; then
+    echo "ERROR: $header not found (set HAKMEM_SRCDIR)"
+    exit 99
+fi
+if ! command -v nm >/dev/null 2>&1; then
+    echo "SKIP: nm (binutils) is not installed"
+    exit 77
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/test_exports.XXXXXX") || exit 99
+trap 'rm -rf "$work"' EXIT
+
+standard="malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc
+pvalloc malloc_usable_size"
+for name in $standard; do
+    echo "$name"
+done >"$work/standard"
+# The hak_ twins: every function the public header declares.
+grep -o '\<hak_[a-z_]*[[:space:]]*(' "$header" | sed 's/[[:space:]]*($//' >"$work/declared"
+if [ ! -s "$work/declared" ]; then
+    echo "ERROR: found no hak_ declarations in $header"
+    exit 99
+fi
+sort -u "$work/standard" "$work/declared" >"$work/expected"
+
+# Type A entries are symbol-version definitions, not symbols; a version
+# suffix (malloc@@HAKMEM_1.0) is not part of the name.
+if ! nm -D --defined-only "$lib" >"$work/nm"; then
+    echo "ERROR: nm -D --defined-only $lib failed"
+    exit 99
+fi
+awk '$(NF - 1) != "A" { sub(/@.*/, "", $NF); print $NF }' "$work/nm" | sort -u >"$work/exported"
+
+status=0
+extra=$(comm -13 "$work/expected" "$work/exported")
+missing=$(comm -23 "$work/expected" "$work/exported")
+if [ -n "$extra" ]; then
+    echo "FAIL: $lib exports symbols beyond the allocation API:"
+    echo "$extra" | sed 's/^/    /'
+    status=1
+fi
+if [ -n "$missing" ]; then
+    echo "FAIL: $lib does not export:"
+    echo "$missing" | sed 's/^/    /'
+    status=1
+fi
+if [ "$status" -eq 0 ]; then
+    echo "ok: $lib exports exactly the $(wc -l <"$work/expected") API functions"
+fi
+exit $status

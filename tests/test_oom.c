@@ -1,0 +1,199 @@
+/* Out of memory: impossible requests fail with ENOMEM without harm, and under
+ * an address-space limit (RLIMIT_AS) every failed allocation is NULL with
+ * errno ENOMEM, and allocation works again once memory has been freed.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "harness.h"
+
+#define LIMIT_HEADROOM (256 * MiB)
+
+/* Blocks are chained through their first word, so that holding them all
+ * costs no memory beyond theirs. */
+struct chain {
+    struct chain *next;
+};
+
+static void test_impossible_sizes(void)
+{
+    /* Neither fits in the 47-bit user address space of x86-64. */
+    const size_t impossible[] = {200 * ((size_t)1 << 40), (size_t)PTRDIFF_MAX - 4095};
+
+    for (size_t i = 0; i < sizeof(impossible) / sizeof(impossible[0]); i++) {
+        size_t size = opaque_size(impossible[i]);
+
+        errno = 0;
+        void *block = malloc(size);
+        int error = errno;
+        CHECK(block == NULL, "malloc(%zu GiB) returned %p, expected NULL", size >> 30, block);
+        CHECK(error == ENOMEM, "malloc(%zu GiB) set errno %d (%s), expected ENOMEM", size >> 30,
+              error, strerror(error));
+        free(block);
+    }
+
+    /* 1 TiB exceeds this machine's memory; whether the kernel grants the
+     * address space depends on its overcommit policy and on MAP_NORESERVE,
+     * so either answer is right as long as it is a consistent one. */
+    size_t tebibyte = opaque_size((size_t)1 << 40);
+    errno = 0;
+    unsigned char *huge = malloc(tebibyte);
+    int error = errno;
+    if (huge == NULL) {
+        CHECK(error == ENOMEM, "malloc(1 TiB) returned NULL with errno %d (%s), expected ENOMEM",
+              error, strerror(error));
+    } else {
+        printf("malloc(1 TiB) succeeded (the kernel granted the address space)\n");
+        huge[0] = 1;
+        huge[tebibyte - 1] = 1;
+        CHECK(malloc_usable_size(huge) >= tebibyte, "malloc(1 TiB): usable size %zu",
+              malloc_usable_size(huge));
+        free(huge);
+    }
+
+    void *after = malloc(MiB);
+    CHECK(after != NULL, "malloc(1 MiB) failed after impossible requests");
+    free(after);
+}
+
+/* Allocates blocks of `size` until one fails; returns the chain.  The
+ * failure and a few retries after it must all report ENOMEM. */
+static struct chain *allocate_until_failure(size_t size, size_t max_blocks, size_t *count)
+{
+    struct chain *head = NULL;
+
+    *count = 0;
+    while (*count < max_blocks) {
+        errno = 0;
+        struct chain *block = malloc(size);
+        int error = errno;
+        if (block == NULL) {
+            CHECK(error == ENOMEM, "malloc(%zu) under RLIMIT_AS returned NULL with errno %d (%s)",
+                  size, error, strerror(error));
+            for (int retry = 0; retry < 3; retry++) {
+                errno = 0;
+                void *again = malloc(size);
+                error = errno;
+                CHECK(again == NULL && error == ENOMEM,
+                      "malloc(%zu) retried after a failure: %p, errno %d", size, again, error);
+                free(again);
+            }
+            return head;
+        }
+        block->next = head;
+        head = block;
+        (*count)++;
+    }
+    hard_error("%zu blocks of %zu bytes fit under an address-space limit of current usage + "
+               "%zu MiB: RLIMIT_AS is not enforced",
+               *count, size, LIMIT_HEADROOM / MiB);
+    return NULL;
+}
+
+static void free_chain(struct chain *head)
+{
+    while (head != NULL) {
+        struct chain *next = head->next;
+        free(head);
+        head = next;
+    }
+}
+
+static void test_other_calls_when_exhausted(void)
+{
+    void *block;
+
+    errno = 0;
+    block = calloc(1, MiB);
+    CHECK(block == NULL && errno == ENOMEM, "calloc(1, 1 MiB) with no memory left: %p, errno %d",
+          block, errno);
+    free(block);
+
+    errno = 0;
+    int error = posix_memalign(&block, 4096, MiB);
+    CHECK(error == ENOMEM, "posix_memalign(4096, 1 MiB) with no memory left returned %d", error);
+    if (error == 0) {
+        free(block);
+    }
+    errno = 0;
+    block = aligned_alloc(64 * KiB, MiB);
+    CHECK(block == NULL && errno == ENOMEM,
+          "aligned_alloc(64 KiB, 1 MiB) with no memory left: %p, errno %d", block, errno);
+    free(block);
+}
+
+/* After the memory is freed, allocations of every kind succeed again,
+ * including a single block larger than any allocated under pressure. */
+static void test_recovery(void)
+{
+    static const size_t sizes[] = {64, 1000, 20000, 64 * KiB, 300000, MiB, 32 * MiB};
+
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        size_t size = sizes[i];
+        size_t count = 64 * MiB / size < 100000 ? 64 * MiB / size : 100000;
+        struct chain *head = NULL;
+
+        for (size_t n = 0; n < count; n++) {
+            errno = 0;
+            struct chain *block = malloc(size);
+            if (block == NULL) {
+                CHECK(0, "malloc(%zu) failed (errno %d) after all memory was freed, with %zu "
+                      "such blocks held", size, errno, n);
+                break;
+            }
+            memset(block, 0x42, size < 4096 ? size : 4096);
+            block->next = head;
+            head = block;
+        }
+        free_chain(head);
+    }
+}
+
+int main(void)
+{
+    struct rlimit limit;
+
+    test_impossible_sizes();
+
+    if (under_valgrind()) {
+        printf("under valgrind: the address-space limit part is skipped\n");
+        return test_result("test_oom");
+    }
+
+    /* Let the allocator set itself up (caches, maps) before the limit. */
+    free(malloc(64));
+    free(malloc(20000));
+    free(malloc(300000));
+    free(malloc(2 * MiB));
+
+    size_t usage = vsz_bytes();
+    limit.rlim_cur = limit.rlim_max = usage + LIMIT_HEADROOM;
+    if (setrlimit(RLIMIT_AS, &limit) != 0) {
+        hard_error("setrlimit(RLIMIT_AS) failed: %s", strerror(errno));
+    }
+    printf("address space in use %zu MiB, limit %zu MiB\n", usage / MiB,
+           (size_t)limit.rlim_cur / MiB);
+
+    size_t large_count, mid_count, small_count;
+    struct chain *large = allocate_until_failure(MiB, 4096, &large_count);
+    struct chain *mid = allocate_until_failure(64 * KiB, 65536, &mid_count);
+    struct chain *small = allocate_until_failure(64, (size_t)64 << 20, &small_count);
+    printf("under the limit: %zu blocks of 1 MiB, then %zu of 64 KiB, then %zu of 64 B\n",
+           large_count, mid_count, small_count);
+    CHECK(large_count >= 64,
+          "only %zu blocks of 1 MiB fit in %zu MiB of address space: allocation fails "
+          "spuriously under RLIMIT_AS",
+          large_count, LIMIT_HEADROOM / MiB);
+
+    test_other_calls_when_exhausted();
+    free_chain(small);
+    free_chain(mid);
+    free_chain(large);
+    test_recovery();
+    return test_result("test_oom");
+}

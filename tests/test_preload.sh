@@ -1,0 +1,173 @@
+#!/bin/sh
+# Real programs run with hakmem preloaded must produce byte-identical output
+# to runs without it: python3 building and dumping a few MB of JSON, sort of
+# a ~50 MB file, gcc compiling and linking a C program, and a threaded C++
+# program built with this test suite.  A program that is not installed is
+# skipped; if none could run, the test is skipped.
+set -u
+
+builddir=${HAKMEM_BUILDDIR:-$(pwd)}
+lib=${HAKMEM_LIB:-$builddir/src/.libs/libhakmem.so}
+if [ ! -f "$lib" ]; then
+    echo "ERROR: $lib does not exist: build the library first (make)"
+    exit 99
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/test_preload.XXXXXX") || exit 99
+trap 'rm -rf "$work"' EXIT
+
+failures=0
+passes=0
+# Outputs must not depend on the locale or on Python's hash seed.
+LC_ALL=C
+PYTHONHASHSEED=0
+export LC_ALL PYTHONHASHSEED
+
+fail()
+{
+    echo "FAIL: $*"
+    failures=$((failures + 1))
+}
+
+# run_compared NAME COMMAND...: runs COMMAND without and with hakmem and
+# compares exit status and standard output.
+run_compared()
+{
+    name=$1
+    shift
+    "$@" >"$work/$name.plain" 2>"$work/$name.plain.err"
+    plain_status=$?
+    LD_PRELOAD=$lib "$@" >"$work/$name.hakmem" 2>"$work/$name.hakmem.err"
+    hakmem_status=$?
+    if [ "$plain_status" -ne 0 ]; then
+        printf '%s\n' "ERROR: $name fails even without hakmem (status $plain_status):"
+        tail -n 20 "$work/$name.plain.err"
+        exit 99
+    fi
+    if [ "$hakmem_status" -ne 0 ]; then
+        fail "$name exits with status $hakmem_status under hakmem (0 without); its stderr:"
+        tail -n 20 "$work/$name.hakmem.err"
+        return 1
+    fi
+    if ! cmp "$work/$name.plain" "$work/$name.hakmem"; then
+        fail "$name prints different output under hakmem; first differences:"
+        diff "$work/$name.plain" "$work/$name.hakmem" | head -n 10
+        return 1
+    fi
+    echo "ok: $name, $(wc -c <"$work/$name.plain") bytes of identical output"
+    passes=$((passes + 1))
+    return 0
+}
+
+# The library must really be mapped into a preloaded process, or every
+# comparison below would trivially pass.
+real_lib=$(readlink -f "$lib")
+if LD_PRELOAD=$lib cat /proc/self/maps | grep -q -F "$real_lib"; then
+    echo "ok: $real_lib is mapped into a preloaded process"
+else
+    fail "$real_lib is not mapped into a process run with LD_PRELOAD=$lib"
+fi
+
+if [ -x /usr/bin/python3 ]; then
+    cat >"$work/workload.py" <<'EOF'
+import json
+import sys
+
+table = {}
+for i in range(120000):
+    table["key%06d" % i] = [i, str(i) * (i % 7), {"mod": i % 13, "half": i / 2}]
+for i in range(0, 120000, 3):
+    del table["key%06d" % i]
+lists = [list(range(i % 200)) for i in range(20000)]
+text = "".join("line %d %s\n" % (i, "ab" * (i % 50)) for i in range(60000))
+words = sorted(set(text.split()))
+dumped = json.dumps(table, sort_keys=True)
+summary = {"lists": sum(len(l) for l in lists), "text": len(text), "words": len(words)}
+sys.stdout.write(dumped)
+sys.stdout.write("\n" + json.dumps(summary) + "\n")
+EOF
+    run_compared python3 /usr/bin/python3 -I "$work/workload.py"
+else
+    echo "SKIP: /usr/bin/python3 is not installed"
+fi
+
+if command -v sort >/dev/null 2>&1 && command -v awk >/dev/null 2>&1; then
+    awk 'BEGIN {
+        srand(7)
+        for (i = 0; i < 2600000; i++)
+            printf "%d %s%d\n", int(rand() * 1000000000),
+                substr("qwertyuiopasdfghjklzxcvbnm", i % 20 + 1, 6), i % 977
+    }' >"$work/numbers.txt"
+    echo "sort input: $(wc -c <"$work/numbers.txt") bytes"
+    run_compared sort sort --parallel=2 "$work/numbers.txt"
+else
+    echo "SKIP: sort or awk is not installed"
+fi
+
+if command -v gcc >/dev/null 2>&1; then
+    awk -v count=150 'BEGIN {
+        print "#include <stdio.h>"
+        print "#include <stdlib.h>"
+        print "#include <string.h>"
+        for (i = 0; i < count; i++)
+            printf "static unsigned long step%d(unsigned long x);\n", i
+        for (i = 0; i < count; i++) {
+            printf "static unsigned long step%d(unsigned long x)\n{\n", i
+            printf "    unsigned long table[16];\n"
+            printf "    for (int k = 0; k < 16; k++)\n"
+            printf "        table[k] = x * %d + k;\n", 2 * i + 3
+            printf "    for (int k = 1; k < 16; k++)\n"
+            printf "        table[k] ^= table[k - 1] >> %d;\n", i % 7 + 1
+            printf "    return table[15] + (x %% %d ? step%d(x / 2) : %d);\n}\n",
+                i + 2, (i + 1) % count, i
+        }
+    }' >"$work/program.c"
+    cat >>"$work/program.c" <<'EOF'
+int main(void)
+{
+    char *buffer = malloc(4096);
+    unsigned long sum = 0;
+
+    for (unsigned long x = 1; x < 2000; x++)
+        sum += step0(x * 7919);
+    snprintf(buffer, 4096, "%lu", sum);
+    printf("%s %zu\n", buffer, strlen(buffer));
+    free(buffer);
+    return 0;
+}
+EOF
+    # Compiles and runs the program, keeping the object file of each run so
+    # that they can be compared too.
+    cat >"$work/build.sh" <<'EOF'
+tag=plain
+if [ -n "${LD_PRELOAD:-}" ]; then
+    tag=preloaded
+fi
+gcc -O2 -c -o "$1/program-$tag.o" "$1/program.c" &&
+    gcc -o "$1/program-$tag" "$1/program-$tag.o" &&
+    "$1/program-$tag"
+EOF
+    if run_compared gcc sh "$work/build.sh" "$work"; then
+        if ! cmp "$work/program-plain.o" "$work/program-preloaded.o"; then
+            fail "gcc -O2 -c produces a different object file under hakmem"
+        fi
+    fi
+else
+    echo "SKIP: gcc is not installed"
+fi
+
+cxx_program=$builddir/tests/cxx_map_threads
+if [ -x "$cxx_program" ]; then
+    run_compared cxx_map_threads "$cxx_program"
+else
+    fail "$cxx_program was not built (make check builds it)"
+fi
+
+echo "$passes programs gave identical output under hakmem, $failures failure(s)"
+if [ "$failures" -ne 0 ]; then
+    exit 1
+fi
+if [ "$passes" -eq 0 ]; then
+    exit 77
+fi
+exit 0
