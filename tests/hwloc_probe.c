@@ -1,5 +1,5 @@
 /* Does the process have libhwloc mapped after doing what makes topology
- * discovery worth it (a second thread, tens of MiB)?  Prints "hwloc
+ * discovery worth it (a second thread, 16 MiB)?  Prints "hwloc
  * mapped" or "hwloc not mapped".  Links only the C library, so that the
  * malloc it exercises is whichever LD_PRELOAD names. */
 #include <pthread.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BLOCKS 64
+#define BLOCKS 16
 #define BLOCK_SIZE (512 * 1024)
 
 static void *allocate(void *unused)
