@@ -84,8 +84,8 @@ static void test_chunk_sizes(void)
 static void test_neighbours(void)
 {
     char *base = reserve_units(4);
-    CHECK(hak_page_map_set(base, UNIT, &heads[0]) && hak_page_map_set(base + UNIT, 2 * UNIT,
-                                                                      &heads[1]) &&
+    CHECK(hak_page_map_set(base, UNIT, &heads[0]) &&
+              hak_page_map_set(base + UNIT, 2 * UNIT, &heads[1]) &&
               hak_page_map_set(base + 3 * UNIT, UNIT, &heads[2]),
           "set of three neighbours failed");
     check_range(base, 1, &heads[0], "first neighbour");
@@ -122,8 +122,8 @@ static void test_addresses_never_mapped(void)
 {
     CHECK(hak_page_map_lookup(NULL) == NULL, "NULL maps to a chunk");
     CHECK(hak_page_map_lookup((void *)1) == NULL, "address 1 maps to a chunk");
-    const uintptr_t beyond[] = {(uintptr_t)1 << 47, ((uintptr_t)1 << 47) + UNIT,
-                                (uintptr_t)1 << 56, UINTPTR_MAX - 4095, UINTPTR_MAX};
+    const uintptr_t beyond[] = {(uintptr_t)1 << 47, ((uintptr_t)1 << 47) + UNIT, (uintptr_t)1 << 56,
+                                UINTPTR_MAX - 4095, UINTPTR_MAX};
     for (size_t i = 0; i < sizeof(beyond) / sizeof(beyond[0]); i++)
         CHECK(hak_page_map_lookup((void *)beyond[i]) == NULL, "address %#lx maps to a chunk",
               (unsigned long)beyond[i]);

@@ -83,8 +83,10 @@ static void *free_all(void *arg)
 
 static int compare_pointers(const void *a, const void *b)
 {
-    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
-    return (x > y) - (x < y);
+    void *const *x = a;
+    void *const *y = b;
+    uintptr_t left = (uintptr_t)*x, right = (uintptr_t)*y;
+    return (left > right) - (left < right);
 }
 
 /* A takes blocks of the class again, as many as it freed, and more if none
@@ -110,13 +112,14 @@ static void check_reuse(struct round *round, size_t c)
             reused++;
     }
     if (cs->most_back_at_once)
-        CHECK(reused >= cs->count / 2, "%s: %u of %u freed %zu B blocks came back in %u allocations",
+        CHECK(reused >= cs->count / 2,
+              "%s: %u of %u freed %zu B blocks came back in %u allocations",
               freer_names[round->freer], reused, cs->count, cs->size, taken);
     else
         CHECK(reused > 0, "%s: none of %u freed %zu B blocks came back in %u allocations",
               freer_names[round->freer], cs->count, cs->size, taken);
-    printf("  %s, %zu B: %u of %u freed blocks back in %u allocations\n",
-           freer_names[round->freer], cs->size, reused, cs->count, taken);
+    printf("  %s, %zu B: %u of %u freed blocks back in %u allocations\n", freer_names[round->freer],
+           cs->size, reused, cs->count, taken);
 
     /* Every block A now holds is its own: no two overlap. */
     for (unsigned i = 0; i < taken; i++) {

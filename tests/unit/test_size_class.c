@@ -59,8 +59,8 @@ static void test_table_shape(void)
         unsigned step = (cls - HAK_FIRST_MID) % 4;
         uint32_t doubling_base = hak_class_size[cls - step - 1];
         CHECK(hak_class_size[cls] == doubling_base + (step + 1) * (doubling_base / 4),
-              "class %u (%u B) is not step %u of the doubling from %u B", cls,
-              hak_class_size[cls], step + 1, doubling_base);
+              "class %u (%u B) is not step %u of the doubling from %u B", cls, hak_class_size[cls],
+              step + 1, doubling_base);
     }
 
     /* Blocks carved from page-aligned memory keep 16-byte alignment. */
@@ -79,7 +79,8 @@ static void test_table_shape(void)
 
 static void test_range_edges(void)
 {
-    CHECK(hak_class_of(HAK_SMALL_MAX) == HAK_FIRST_MID - 1, "1024 B is not in the last small class");
+    CHECK(hak_class_of(HAK_SMALL_MAX) == HAK_FIRST_MID - 1,
+          "1024 B is not in the last small class");
     CHECK(hak_class_of(HAK_SMALL_MAX + 1) == HAK_FIRST_MID, "1025 B is not in M0");
     CHECK(hak_class_of(HAK_MID_MAX) == HAK_FIRST_L25 - 1, "32 KiB is not in the last Mid class");
     CHECK(hak_class_of(HAK_MID_MAX + 1) == HAK_FIRST_L25, "32 KiB + 1 is not in L0");
@@ -118,11 +119,11 @@ static void test_span_bytes(void)
         if (hak_class_is_small(cls))
             CHECK(span == HAK_SLAB_SIZE, "small class %u: span %u B is not a slab", cls, span);
         else if (hak_class_is_l25(cls))
-            CHECK(span == size, "L25 class %u: span %u B is not exactly one %u B block", cls,
-                  span, size);
+            CHECK(span == size, "L25 class %u: span %u B is not exactly one %u B block", cls, span,
+                  size);
         else
-            CHECK(span / size >= 8, "Mid class %u: span %u B holds %u blocks of %u B, not 8",
-                  cls, span, span / size, size);
+            CHECK(span / size >= 8, "Mid class %u: span %u B holds %u blocks of %u B, not 8", cls,
+                  span, span / size, size);
     }
 }
 
