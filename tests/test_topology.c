@@ -128,8 +128,10 @@ static bool hwloc_mapped(void)
 
 static void open_hwloc(void)
 {
+    double start = seconds_now();
     if (!hak_hwloc_open(&hw))
         hard_error("cannot load %s", HAK_HWLOC_SONAME);
+    printf("dlopen of hwloc: %.3f ms\n", (seconds_now() - start) * 1e3);
     void *library = dlopen(HAK_HWLOC_SONAME, RTLD_NOW | RTLD_NOLOAD);
 #define TEST_HWLOC_LOOKUP(name)                                                                    \
     extra.name = (__typeof__(&name))dlsym(library, #name);                                         \
@@ -374,7 +376,9 @@ static void test_machine(void)
  * and a map that agrees with the kernel's lists. */
 static void test_load_here(void)
 {
+    double start = seconds_now();
     hwloc_topology_t topology = hak_topology_load(&hw);
+    double loaded = seconds_now();
     if (!topology) {
         CHECK(false, "cannot load this machine's topology");
         return;
@@ -389,6 +393,8 @@ static void test_load_here(void)
     CHECK(extra.hwloc_get_type_depth(topology, HWLOC_OBJ_PACKAGE) >= 0, "packages were dropped");
     hwloc_bitmap_t usable = hak_topology_usable_memory(&hw, topology);
     struct hak_numa_map *map = usable ? hak_topology_build(&hw, topology, usable) : NULL;
+    printf("this machine: load %.3f ms, map %.3f ms\n", (loaded - start) * 1e3,
+           (seconds_now() - loaded) * 1e3);
     if (!map) {
         CHECK(false, "no map for this machine");
     } else {

@@ -27,16 +27,20 @@ hwloc_topology_t hak_topology_load(const struct hak_hwloc *hwloc)
         return NULL;
     /* Disallowed CPUs as well: cpusets change, and a thread moved to a CPU
      * outside the process's cpuset at start-up must still find its node.
-     * Packages stay for the nearest-node fallback.  The x86 backend binds
-     * the thread to every CPU in turn to run cpuid: slow, and this thread
-     * is in the middle of an allocation. */
+     * Packages stay for the nearest-node fallback. */
     if (hwloc->hwloc_topology_set_flags(topology, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) ||
         hwloc->hwloc_topology_set_all_types_filter(topology, HWLOC_TYPE_FILTER_KEEP_NONE) ||
         hwloc->hwloc_topology_set_type_filter(topology, HWLOC_OBJ_PACKAGE,
-                                              HWLOC_TYPE_FILTER_KEEP_ALL) ||
-        hwloc->hwloc_topology_set_components(topology, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
-                                             "x86") ||
-        hwloc->hwloc_topology_load(topology)) {
+                                              HWLOC_TYPE_FILTER_KEEP_ALL)) {
+        hwloc->hwloc_topology_destroy(topology);
+        return NULL;
+    }
+    /* The x86 backend binds the thread to every CPU in turn to run cpuid:
+     * slow, and this thread is in the middle of an allocation.  Builds for
+     * other architectures have no such backend and refuse the name, which
+     * is fine. */
+    hwloc->hwloc_topology_set_components(topology, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
+    if (hwloc->hwloc_topology_load(topology)) {
         hwloc->hwloc_topology_destroy(topology);
         return NULL;
     }
