@@ -9,9 +9,11 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <linux/mempolicy.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <sys/syscall.h>
 
 #include "harness.h"
 #include "numa/cpu.h"
@@ -73,6 +75,15 @@ static void test_list_count(void)
     CHECK(hak_numa_list_count("0-3", 1) == 1, "list cut after its first character");
 }
 
+static void pin(int cpu)
+{
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof(one), &one))
+        hard_error("cannot pin to CPU %d", cpu);
+}
+
 /* Every CPU the process may run on, read back after pinning the thread. */
 static void test_current_cpu(void)
 {
@@ -84,11 +95,7 @@ static void test_current_cpu(void)
     for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
         if (!CPU_ISSET(cpu, &allowed))
             continue;
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(cpu, &one);
-        if (sched_setaffinity(0, sizeof(one), &one))
-            hard_error("cannot pin to CPU %d", cpu);
+        pin(cpu);
         unsigned got = hak_numa_current_cpu();
         CHECK(got == (unsigned)cpu, "pinned to CPU %d, current_cpu says %u", cpu, got);
     }
@@ -286,6 +293,21 @@ static unsigned long long sysfs_nodes(const char *file)
     return set;
 }
 
+/* What the process may allocate from, straight from the kernel: nodes with
+ * memory, within the cpuset, within a numactl --membind set. */
+static unsigned long long usable_nodes(void)
+{
+    unsigned long long usable = sysfs_nodes("has_memory") & sysfs_nodes("online");
+    unsigned long mask[4096 / (8 * sizeof(long))];
+    int mode;
+    if (syscall(SYS_get_mempolicy, &mode, mask, 4096, NULL, MPOL_F_MEMS_ALLOWED) == 0)
+        usable &= mask[0];
+    if (syscall(SYS_get_mempolicy, &mode, mask, 4096, NULL, 0) == 0 &&
+        (mode & ~MPOL_MODE_FLAGS) == MPOL_BIND)
+        usable &= mask[0];
+    return usable;
+}
+
 static atomic_bool racers_go;
 
 static void *race_to_discover(void *unused)
@@ -307,9 +329,9 @@ static void test_machine(void)
     CHECK(!hwloc_mapped(), "HAKMEM_NUMA=off loaded hwloc");
 
     unsigned online = hak_numa_online_nodes();
-    unsigned long long expected = sysfs_nodes("has_memory") & sysfs_nodes("online");
+    unsigned long long expected = usable_nodes();
     int expected_count = __builtin_popcountll(expected);
-    printf("machine: %u nodes online, %d with memory\n", online, expected_count);
+    printf("machine: %u nodes online, %d usable with memory\n", online, expected_count);
     /* Threads created before discovery is armed, so that they race it. */
     pthread_t racers[4];
     for (int i = 0; i < 4; i++)
@@ -339,18 +361,21 @@ static void test_machine(void)
         return;
     }
     CHECK(hwloc_mapped(), "several nodes online, hwloc was not loaded");
-    CHECK((int)count == (expected_count > 1 ? expected_count : 1), "%u nodes, sysfs has %d", count,
-          expected_count);
+    CHECK((int)count == (expected_count > 1 ? expected_count : 1), "%u nodes, the kernel says %d",
+          count, expected_count);
     if (count <= 1)
         return;
     for (unsigned i = 0; i < count; i++)
-        CHECK(expected >> hak_numa_os_node(i) & 1, "index %u is OS node %u, not a memory node", i,
+        CHECK(expected >> hak_numa_os_node(i) & 1, "index %u is OS node %u, not a usable node", i,
               hak_numa_os_node(i));
+    /* Each CPU the process may run on, pinned in turn: a CPU of a usable
+     * node gets that node, any other CPU some usable node. */
+    unsigned long long online_nodes = sysfs_nodes("online");
     cpu_set_t allowed;
     if (sched_getaffinity(0, sizeof(allowed), &allowed))
         hard_error("sched_getaffinity failed");
     for (unsigned os = 0; os < 64; os++) {
-        if (!(expected >> os & 1))
+        if (!(online_nodes >> os & 1))
             continue;
         char file[64];
         snprintf(file, sizeof(file), "node%u/cpulist", os);
@@ -359,13 +384,13 @@ static void test_machine(void)
         for (int cpu = 0; cpu < 64 && cpu < CPU_SETSIZE; cpu++) {
             if (!(cpus >> cpu & 1) || !CPU_ISSET(cpu, &allowed))
                 continue;
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(cpu, &one);
-            if (sched_setaffinity(0, sizeof(one), &one))
-                hard_error("cannot pin to CPU %d", cpu);
+            pin(cpu);
             unsigned node = hak_numa_os_node(hak_numa_thread_node());
-            CHECK(node == os, "CPU %d is on node %u, thread_node says %u", cpu, os, node);
+            if (expected >> os & 1)
+                CHECK(node == os, "CPU %d is on node %u, thread_node says %u", cpu, os, node);
+            else
+                CHECK(expected >> node & 1, "CPU %d of unusable node %u gets node %u", cpu, os,
+                      node);
         }
     }
     if (sched_setaffinity(0, sizeof(allowed), &allowed))
@@ -398,9 +423,9 @@ static void test_load_here(void)
     if (!map) {
         CHECK(false, "no map for this machine");
     } else {
-        unsigned long long memory = sysfs_nodes("has_memory") & sysfs_nodes("online");
+        unsigned long long memory = usable_nodes();
         CHECK(map->node_count == (unsigned)__builtin_popcountll(memory),
-              "%u nodes here, sysfs lists %d with memory", map->node_count,
+              "%u nodes here, the kernel says %d usable", map->node_count,
               __builtin_popcountll(memory));
         long cpus = sysconf(_SC_NPROCESSORS_CONF);
         CHECK(map->cpu_count >= (unsigned)cpus, "%u CPUs in the map, %ld configured",
