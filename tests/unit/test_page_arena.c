@@ -344,8 +344,12 @@ static void test_hot_too_long(void)
 int main(void)
 {
     setvbuf(stdout, NULL, _IONBF, 0);
-    if (counter(HAK_STAT_ARENA_CHUNKS) != 0)
-        unit_hard_error("the arena was used before the test started");
+    if (counter(HAK_STAT_ARENA_CHUNKS) != 0) {
+        /* A runtime loaded before main (a sanitizer, a preload) allocated
+         * Mid or L25 blocks: the layout checks below would not hold. */
+        fprintf(stderr, "SKIP: node 0's arena was used before the test started\n");
+        return UNIT_EXIT_SKIP;
+    }
     /* Only the byte budget evicts, however slowly the test runs. */
     hak_options.decay_ms = 3600 * 1000;
     test_coalescing();
