@@ -20,7 +20,7 @@ enum discovery_state {
 };
 
 static _Atomic int discovery = DISCOVERY_UNNEEDED;
-/* Set once, never freed: readers hold no reference. */
+/* Published once and never freed, so readers need no reference to it. */
 static _Atomic(const struct hak_numa_map *) published;
 
 static struct hak_hwloc hwloc;
