@@ -173,6 +173,9 @@ static void test_carving(void)
 
 /* ---- remote frees from several threads at once ---- */
 
+/* The owner collects until every thread is done. */
+static atomic_uint remote_threads_done;
+
 struct remote_job {
     struct test_slab *t;
     unsigned thread;
@@ -187,6 +190,7 @@ static void *remote_free_share(void *arg)
     pthread_barrier_wait(job->start);
     for (uint32_t i = job->thread; i < slab->capacity; i += REMOTE_THREADS)
         hak_slab_remote_free(slab, slab->start + (size_t)i * slab->block_size);
+    atomic_fetch_add(&remote_threads_done, 1);
     return NULL;
 }
 
@@ -194,6 +198,7 @@ static void *remote_free_share(void *arg)
 static void start_remote_frees(struct test_slab *t, pthread_t threads[REMOTE_THREADS],
                                struct remote_job jobs[REMOTE_THREADS], pthread_barrier_t *start)
 {
+    atomic_store(&remote_threads_done, 0);
     for (unsigned i = 0; i < REMOTE_THREADS; i++) {
         jobs[i] = (struct remote_job){.t = t, .thread = i, .start = start};
         unit_thread_start(&threads[i], remote_free_share, &jobs[i]);
@@ -218,7 +223,7 @@ static void test_remote_free_class(unsigned cls)
         /* The owner collects while the frees arrive, as a refill would. */
         uint64_t collected = 0;
         uint32_t reused = 0;
-        while (collected < slab->capacity / 2) {
+        while (atomic_load(&remote_threads_done) < REMOTE_THREADS) {
             uint32_t got = hak_slab_collect_remote(slab);
             collected += got;
             for (; got; got--, reused++)
