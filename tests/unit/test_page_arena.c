@@ -343,6 +343,7 @@ static void test_hot_too_long(void)
 
 int main(void)
 {
+    unit_watchdog();
     setvbuf(stdout, NULL, _IONBF, 0);
     if (counter(HAK_STAT_ARENA_CHUNKS) != 0) {
         /* A runtime loaded before main (a sanitizer, a preload) allocated

@@ -161,6 +161,7 @@ static void test_own_blocks(void)
 
 int main(void)
 {
+    unit_watchdog();
     test_ranges();
     test_chunk_sizes();
     test_neighbours();

@@ -174,6 +174,7 @@ static void run_round(enum freer freer)
 
 int main(void)
 {
+    unit_watchdog();
     run_round(FREER_WITH_HEAP);
     run_round(FREER_WITHOUT_HEAP);
     return unit_result("test_remote");

@@ -129,6 +129,7 @@ static void test_span_bytes(void)
 
 int main(void)
 {
+    unit_watchdog();
     test_every_size_maps_to_smallest_fitting_class();
     test_table_shape();
     test_range_edges();

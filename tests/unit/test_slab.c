@@ -405,6 +405,7 @@ static void test_notify_concurrent(void)
 
 int main(void)
 {
+    unit_watchdog();
     test_carving();
     test_remote_frees();
     test_notify_single_thread();
