@@ -6,13 +6,13 @@
 #define HAKMEM_UNIT_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
