@@ -29,6 +29,14 @@ void *hak_valloc(size_t size);
 void *hak_pvalloc(size_t size);
 size_t hak_malloc_usable_size(void *ptr);
 
+/* NUMA placement.  hak_malloc_onnode returns a block whose memory is on OS
+ * node node (as numactl numbers them), whichever thread asks, or NULL with
+ * errno EINVAL for a node hakmem does not use.  Free it with free().
+ * hak_node_of returns the node hakmem placed a block on, or -1 for a
+ * pointer hakmem does not own. */
+void *hak_malloc_onnode(size_t size, int node);
+int hak_node_of(const void *ptr);
+
 /* Writes the statistics that HAKMEM_STATS=1 prints at exit to file
  * descriptor fd, now. */
 void hak_stats_print(int fd);

@@ -12,6 +12,7 @@
 #include "arena/page_map.h"
 #include "arena/shared_pool.h"
 #include "front/thread_heap.h"
+#include "numa/node.h"
 #include "internal.h"
 #include "options.h"
 #include "print.h"
@@ -76,6 +77,7 @@ static void init_once(void)
     if (getauxval(AT_PAGESZ) != HAK_PAGE_SIZE)
         hak_fatal("this build needs 4 KiB pages", NULL);
     hak_options_load();
+    hak_numa_init();
     if (!hak_heap_setup())
         hak_fatal("cannot create the thread-exit key", NULL);
     /* May allocate: the nested call sees initializing_here and goes on. */

@@ -92,6 +92,7 @@ enum hak_slab_kind {
     HAK_SLAB_MID,
     HAK_SLAB_L25,
     HAK_SLAB_FREE_SPAN,
+    HAK_SLAB_NODE_BLOCK, /* one block placed by hak_malloc_onnode */
 };
 
 /* Where a slab is, from its owner's point of view. */

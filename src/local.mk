@@ -19,10 +19,17 @@ src_libhakmem_la_SOURCES = \
 	src/arena/shared_pool.c src/arena/shared_pool.h \
 	src/arena/slab.c src/arena/slab.h \
 	src/arena/superslab.c src/arena/superslab.h \
-	src/numa/node.c src/numa/node.h
-src_libhakmem_la_CPPFLAGS = -D_GNU_SOURCE -I$(top_srcdir)/include -I$(top_builddir)
+	src/arena/node_block.c src/arena/node_block.h \
+	src/numa/binding.c src/numa/binding.h \
+	src/numa/cpu.h \
+	src/numa/hwloc_api.c src/numa/hwloc_api.h \
+	src/numa/node.c src/numa/node.h \
+	src/numa/sysfs.c src/numa/sysfs.h \
+	src/numa/topology.c src/numa/topology.h
+src_libhakmem_la_CPPFLAGS = -D_GNU_SOURCE -I$(top_srcdir)/include -I$(top_builddir) $(HWLOC_CFLAGS)
 src_libhakmem_la_CFLAGS = $(AM_CFLAGS) $(HAKMEM_CFLAGS) $(WARN_CFLAGS)
 src_libhakmem_la_LDFLAGS = -version-info 0:0:0 -no-undefined \
 	-Wl,--version-script=$(top_srcdir)/src/hakmem.map
-src_libhakmem_la_LIBADD = -lpthread
+# hwloc is opened with dlopen when a process needs the topology.
+src_libhakmem_la_LIBADD = -lpthread -ldl
 EXTRA_DIST += src/hakmem.map

@@ -5,11 +5,13 @@
 #include <string.h>
 
 #include "arena/large.h"
+#include "arena/node_block.h"
 #include "arena/page_map.h"
 #include "front/size_class.h"
 #include "front/thread_heap.h"
 #include "hakmem.h"
 #include "internal.h"
+#include "numa/node.h"
 #include "os.h"
 
 #define EXPORT_AS(name, target) __typeof__(target) name __attribute__((alias(#target), HAK_VISIBLE))
@@ -21,12 +23,22 @@ static void *fail_nomem(void)
     return NULL;
 }
 
-static HAK_NOINLINE void *alloc_large(size_t size, size_t align)
+static HAK_NOINLINE void *alloc_large(size_t size, size_t align, bool zeroed)
 {
     if (size > PTRDIFF_MAX)
         return fail_nomem();
     hak_init();
-    return hak_large_alloc(size, align, hak_tls.heap->node);
+    return hak_large_alloc(size, align, hak_tls.heap->node, zeroed);
+}
+
+/* The chunk that owns ptr, or NULL for memory hakmem does not own. */
+static struct hak_chunk_head *owner_of(const void *ptr)
+{
+    struct hak_chunk_head *chunk = hak_page_map_lookup(ptr);
+    if (chunk && chunk->kind == HAK_CHUNK_LARGE &&
+        !hak_large_contains((struct hak_large *)chunk, ptr))
+        return NULL;
+    return chunk;
 }
 
 static inline void *alloc(size_t size)
@@ -35,7 +47,7 @@ static inline void *alloc(size_t size)
         return hak_heap_alloc(hak_small_class(size));
     if (HAK_LIKELY(size <= HAK_L25_MAX))
         return hak_heap_alloc(hak_mid_class(size));
-    return alloc_large(size, HAK_PAGE_SIZE);
+    return alloc_large(size, HAK_PAGE_SIZE, false);
 }
 
 /* Bytes usable at ptr, which lies in chunk. */
@@ -48,7 +60,8 @@ static size_t usable_size(struct hak_chunk_head *chunk, void *ptr)
         return hak_large_usable(large);
     }
     struct hak_slab *slab = hak_chunk_slab(chunk, ptr);
-    if (slab->kind != HAK_SLAB_SMALL && slab->kind != HAK_SLAB_MID && slab->kind != HAK_SLAB_L25)
+    if (slab->kind != HAK_SLAB_SMALL && slab->kind != HAK_SLAB_MID && slab->kind != HAK_SLAB_L25 &&
+        slab->kind != HAK_SLAB_NODE_BLOCK)
         hak_fatal("pointer hakmem never handed out", ptr);
     return slab->block_size;
 }
@@ -75,29 +88,22 @@ HAK_API void *hak_calloc(size_t nmemb, size_t size)
     size_t total;
     if (__builtin_mul_overflow(nmemb, size, &total))
         return fail_nomem();
+    if (total > HAK_L25_MAX)
+        return alloc_large(total, HAK_PAGE_SIZE, true); /* fresh mappings are zero */
     void *ptr = alloc(total);
-    /* Large blocks are fresh mappings, already zero. */
-    if (ptr && total <= HAK_L25_MAX)
+    if (ptr)
         memset(ptr, 0, total);
     return ptr;
 }
 
-/* Bytes readable from ptr, up to limit: a foreign block's size is unknown,
- * so copy only what is mapped. */
-static size_t readable_bytes(const void *ptr, size_t limit)
-{
-    uintptr_t page = (uintptr_t)ptr & ~(HAK_PAGE_SIZE - 1);
-    uintptr_t end = (uintptr_t)ptr + limit;
-    while (page < end && hak_os_page_mapped((void *)page))
-        page += HAK_PAGE_SIZE;
-    return page >= end ? limit : page - (uintptr_t)ptr;
-}
-
+/* A block hakmem did not allocate (the dynamic loader's, from before hakmem
+ * was in place): its size is unknown, so copy what can be read of the new
+ * size, and leave the old block where it is. */
 static HAK_NOINLINE void *realloc_foreign(void *ptr, size_t size)
 {
     void *fresh = alloc(size);
     if (fresh)
-        memcpy(fresh, ptr, readable_bytes(ptr, size));
+        hak_os_copy_readable(fresh, ptr, size);
     return fresh;
 }
 
@@ -111,7 +117,7 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
     }
     if (size > PTRDIFF_MAX)
         return fail_nomem();
-    struct hak_chunk_head *chunk = hak_page_map_lookup(ptr);
+    struct hak_chunk_head *chunk = owner_of(ptr);
     if (!chunk)
         return realloc_foreign(ptr, size);
     if (chunk->kind == HAK_CHUNK_LARGE && size > HAK_L25_MAX) {
@@ -157,7 +163,7 @@ static void *alloc_aligned(size_t align, size_t size)
             return hak_heap_alloc(hak_mid_class(need));
         }
     }
-    return alloc_large(size, align);
+    return alloc_large(size, align, false);
 }
 
 static bool is_power_of_two(size_t n)
@@ -218,8 +224,39 @@ HAK_API void *hak_pvalloc(size_t size)
 
 HAK_API size_t hak_malloc_usable_size(void *ptr)
 {
-    struct hak_chunk_head *chunk = hak_page_map_lookup(ptr);
+    struct hak_chunk_head *chunk = owner_of(ptr);
     return chunk ? usable_size(chunk, ptr) : 0;
+}
+
+/* The dense index hakmem uses for an OS node id, or -1. */
+static int node_index(int os_node)
+{
+    unsigned count = hak_numa_node_count();
+    for (unsigned index = 0; index < count; index++)
+        if (hak_numa_os_node(index) == (unsigned)os_node)
+            return (int)index;
+    return -1;
+}
+
+HAK_API void *hak_malloc_onnode(size_t size, int node)
+{
+    hak_init();
+    int index = node_index(node);
+    if (index < 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if ((unsigned)index == hak_tls.node)
+        return alloc(size);
+    if (size > HAK_L25_MAX)
+        return size > PTRDIFF_MAX ? fail_nomem() : hak_large_alloc(size, HAK_PAGE_SIZE, (unsigned)index, false);
+    return hak_node_block_alloc(size, (unsigned)index);
+}
+
+HAK_API int hak_node_of(const void *ptr)
+{
+    struct hak_chunk_head *chunk = owner_of(ptr);
+    return chunk ? (int)hak_numa_os_node(chunk->node) : -1;
 }
 
 EXPORT_AS(malloc, hak_malloc);

@@ -13,33 +13,43 @@ struct hak_options hak_options = {
     .l25_ring = 16,
     .ring_bytes = 1u << 20,
     .numa = HAK_NUMA_AUTO,
+    .numa_policy = HAK_POLICY_PREFERRED,
+    .interleave_bytes = 0,
     .stats = false,
 };
 
-enum option_type { OPT_BOOL, OPT_BYTES, OPT_U32, OPT_U64, OPT_NUMA_MODE };
+enum option_type { OPT_BOOL, OPT_BYTES, OPT_U32, OPT_U64, OPT_CHOICE };
 
 struct option {
     const char *name;
     enum option_type type;
     void *value;
     const char *help;
+    const char *const *choices; /* OPT_CHOICE: the value is the index */
 };
 
+static const char *const numa_modes[] = {"auto", "off", NULL};
+static const char *const numa_policies[] = {"preferred", "bind", NULL};
+
 static const struct option table[] = {
-    {"HAKMEM_STATS", OPT_BOOL, &hak_options.stats, "print statistics at exit"},
+    {"HAKMEM_STATS", OPT_BOOL, &hak_options.stats, "print statistics at exit", NULL},
     {"HAKMEM_HOT_BYTES", OPT_BYTES, &hak_options.hot_bytes,
-     "freed Mid/L25 spans kept resident per node (bytes; K, M, G suffixes)"},
+     "freed Mid/L25 spans kept resident per node (bytes; K, M, G suffixes)", NULL},
     {"HAKMEM_DECAY_MS", OPT_U64, &hak_options.decay_ms,
-     "how long a freed span stays resident (ms)"},
+     "how long a freed span stays resident (ms)", NULL},
     {"HAKMEM_SMALL_CACHE", OPT_U32, &hak_options.small_cache,
-     "free blocks a thread caches per small class (C0-C7)"},
+     "free blocks a thread caches per small class (C0-C7)", NULL},
     {"HAKMEM_MID_RING", OPT_U32, &hak_options.mid_ring,
-     "free blocks a thread caches per Mid class (1-32 KiB)"},
+     "free blocks a thread caches per Mid class (1-32 KiB)", NULL},
     {"HAKMEM_L25_RING", OPT_U32, &hak_options.l25_ring,
-     "free blocks a thread caches per L25 class (32 KiB-1 MiB)"},
+     "free blocks a thread caches per L25 class (32 KiB-1 MiB)", NULL},
     {"HAKMEM_RING_BYTES", OPT_BYTES, &hak_options.ring_bytes,
-     "bound on the bytes cached per Mid/L25 class and thread"},
-    {"HAKMEM_NUMA", OPT_NUMA_MODE, &hak_options.numa, "auto or off"},
+     "bound on the bytes cached per Mid/L25 class and thread", NULL},
+    {"HAKMEM_NUMA", OPT_CHOICE, &hak_options.numa, "auto: one backend per node; off: one", numa_modes},
+    {"HAKMEM_NUMA_POLICY", OPT_CHOICE, &hak_options.numa_policy,
+     "preferred (fall back to other nodes when full) or bind", numa_policies},
+    {"HAKMEM_INTERLEAVE_BYTES", OPT_BYTES, &hak_options.interleave_bytes,
+     "large blocks from this size are interleaved over all nodes (0: never)", NULL},
 };
 
 /* Digits with an optional K/M/G suffix; false on anything else. */
@@ -105,14 +115,14 @@ static bool parse(const struct option *opt, const char *text)
             return false;
         *(uint64_t *)opt->value = number;
         return true;
-    case OPT_NUMA_MODE:
-        if (!strcmp(text, "auto"))
-            *(uint32_t *)opt->value = HAK_NUMA_AUTO;
-        else if (!strcmp(text, "off"))
-            *(uint32_t *)opt->value = HAK_NUMA_OFF;
-        else
-            return false;
-        return true;
+    case OPT_CHOICE:
+        for (uint32_t i = 0; opt->choices[i]; i++) {
+            if (!strcmp(text, opt->choices[i])) {
+                *(uint32_t *)opt->value = i;
+                return true;
+            }
+        }
+        return false;
     }
     return false;
 }
@@ -139,10 +149,13 @@ void hak_options_print(int fd)
         case OPT_BYTES: hak_print_u64(&out, *(size_t *)opt->value, 12); break;
         case OPT_U32: hak_print_u64(&out, *(uint32_t *)opt->value, 12); break;
         case OPT_U64: hak_print_u64(&out, *(uint64_t *)opt->value, 12); break;
-        case OPT_NUMA_MODE:
-            hak_print_padded(&out, "", 8);
-            hak_print_str(&out, *(uint32_t *)opt->value == HAK_NUMA_OFF ? " off" : "auto");
+        case OPT_CHOICE: {
+            const char *choice = opt->choices[*(uint32_t *)opt->value];
+            size_t len = strlen(choice);
+            hak_print_padded(&out, "", len < 12 ? 12 - (unsigned)len : 0);
+            hak_print_str(&out, choice);
             break;
+        }
         }
         hak_print_str(&out, "  ");
         hak_print_str(&out, opt->help);

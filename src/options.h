@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 enum hak_numa_mode { HAK_NUMA_AUTO, HAK_NUMA_OFF };
+enum hak_numa_policy { HAK_POLICY_PREFERRED, HAK_POLICY_BIND };
 
 struct hak_options {
     size_t hot_bytes;     /* HotSpanBox budget per node */
@@ -17,6 +18,8 @@ struct hak_options {
     uint32_t l25_ring;    /* blocks a thread caches per L25 class */
     size_t ring_bytes;    /* bound on the bytes cached per Mid/L25 class */
     uint32_t numa;        /* enum hak_numa_mode */
+    uint32_t numa_policy; /* enum hak_numa_policy */
+    size_t interleave_bytes; /* large blocks from this size spread over all nodes */
     bool stats;           /* print statistics at exit */
 };
 

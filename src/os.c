@@ -2,14 +2,13 @@
 
 #include <errno.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
 #include "stats.h"
-
-#define NODEMASK_WORDS (HAK_MAX_NODES / (8 * sizeof(long)))
 
 void *hak_os_map_aligned(size_t size, size_t align)
 {
@@ -47,14 +46,9 @@ void hak_os_decommit(void *addr, size_t size)
     hak_stat_add(HAK_STAT_DECOMMITTED_BYTES, size);
 }
 
-void hak_os_bind(void *addr, size_t size, unsigned node)
+void hak_os_mbind(void *addr, size_t size, enum hak_os_mpol mode, const unsigned long *mask)
 {
-    /* MPOL_PREFERRED: stay correct when the node runs out of memory. */
-    enum { MPOL_PREFERRED_MODE = 1 };
-    unsigned long mask[NODEMASK_WORDS] = {0};
-    mask[node / (8 * sizeof(long))] = 1UL << (node % (8 * sizeof(long)));
-    syscall(SYS_mbind, addr, size, MPOL_PREFERRED_MODE, mask, NODEMASK_WORDS * 8 * sizeof(long) + 1,
-            0);
+    syscall(SYS_mbind, addr, size, (int)mode, mask, (unsigned long)HAK_OS_MAX_NODES + 1, 0);
 }
 
 bool hak_os_grow_in_place(void *addr, size_t old_size, size_t new_size)
@@ -65,10 +59,38 @@ bool hak_os_grow_in_place(void *addr, size_t old_size, size_t new_size)
     return true;
 }
 
-bool hak_os_page_mapped(const void *addr)
+void hak_os_shrink_in_place(void *addr, size_t old_size, size_t new_size)
 {
-    unsigned char resident;
-    return mincore((void *)addr, HAK_PAGE_SIZE, &resident) == 0;
+    mremap(addr, old_size, new_size, 0);
+    hak_stat_add(HAK_STAT_UNMAPPED_BYTES, old_size - new_size);
+}
+
+size_t hak_os_copy_readable(void *dst, const void *src, size_t size)
+{
+    /* The kernel reads on our behalf and reports a fault as a short count;
+     * one element per page, since a transfer stops at the failing element. */
+    size_t copied = 0;
+    while (copied < size) {
+        struct iovec local[64], remote[64];
+        unsigned n = 0;
+        size_t batch = 0;
+        uintptr_t at = (uintptr_t)src + copied;
+        while (n < 64 && copied + batch < size) {
+            size_t in_page = HAK_PAGE_SIZE - ((at + batch) & (HAK_PAGE_SIZE - 1));
+            size_t len = size - copied - batch < in_page ? size - copied - batch : in_page;
+            local[n] = (struct iovec){(char *)dst + copied + batch, len};
+            remote[n] = (struct iovec){(void *)(at + batch), len};
+            batch += len;
+            n++;
+        }
+        ssize_t got = process_vm_readv(getpid(), local, n, remote, n, 0);
+        if (got <= 0)
+            return copied;
+        copied += (size_t)got;
+        if ((size_t)got < batch)
+            return copied;
+    }
+    return copied;
 }
 
 uint64_t hak_os_now_ms(void)

@@ -12,14 +12,21 @@ void *hak_os_map_aligned(size_t size, size_t align);
 void hak_os_unmap(void *addr, size_t size);
 /* Gives the pages back; the range stays mapped and reads as zeros. */
 void hak_os_decommit(void *addr, size_t size);
-/* Places the range on NUMA node node (before first touch); a no-op where
- * the kernel has no NUMA support. */
-void hak_os_bind(void *addr, size_t size, unsigned node);
+/* The kernel's memory policies (mbind(2)), over OS node ids below
+ * HAK_OS_MAX_NODES. */
+#define HAK_OS_MAX_NODES 1024
+#define HAK_OS_NODEMASK_WORDS (HAK_OS_MAX_NODES / (8 * sizeof(unsigned long)))
+enum hak_os_mpol { HAK_OS_MPOL_PREFERRED = 1, HAK_OS_MPOL_BIND = 2, HAK_OS_MPOL_INTERLEAVE = 3 };
+/* Sets the policy of a fresh range before first touch; silently does
+ * nothing where the kernel has no NUMA support. */
+void hak_os_mbind(void *addr, size_t size, enum hak_os_mpol mode, const unsigned long *mask);
 /* Extends a mapping where the address space after it is free; false when
  * it is not. */
 bool hak_os_grow_in_place(void *addr, size_t old_size, size_t new_size);
-/* Whether the page at addr is mapped at all. */
-bool hak_os_page_mapped(const void *addr);
+void hak_os_shrink_in_place(void *addr, size_t old_size, size_t new_size);
+/* Copies up to size bytes from src, stopping at the first byte that cannot
+ * be read (unmapped or protected) instead of faulting; returns the count. */
+size_t hak_os_copy_readable(void *dst, const void *src, size_t size);
 uint64_t hak_os_now_ms(void);
 void hak_os_write(int fd, const char *buf, size_t len);
 

@@ -10,6 +10,10 @@
 #include "print.h"
 
 _Atomic uint64_t hak_stat_counters[HAK_STAT_COUNT];
+_Atomic uint64_t hak_stat_node_mapped[64];
+_Atomic uint64_t hak_stat_remote_by_pair[64][64];
+
+_Static_assert(HAK_MAX_NODES == 64, "per-node counters");
 
 static const char *const counter_names[HAK_STAT_COUNT] = {
     [HAK_STAT_MAPPED_BYTES] = "mapped_bytes",
@@ -60,6 +64,29 @@ HAK_API void hak_stats_print(int fd)
         hak_print_padded(&out, counter_names[i], 22);
         hak_print_u64(&out, atomic_load_explicit(&hak_stat_counters[i], memory_order_relaxed), 16);
         hak_print_str(&out, "\n");
+    }
+    for (unsigned node = 0; node < HAK_MAX_NODES; node++) {
+        uint64_t bytes = atomic_load_explicit(&hak_stat_node_mapped[node], memory_order_relaxed);
+        if (bytes) {
+            hak_print_str(&out, "node ");
+            hak_print_u64(&out, node, 2);
+            hak_print_padded(&out, " mapped_bytes", 15);
+            hak_print_u64(&out, bytes, 16);
+            hak_print_str(&out, "\n");
+        }
+    }
+    for (unsigned from = 0; from < HAK_MAX_NODES; from++) {
+        for (unsigned to = 0; to < HAK_MAX_NODES; to++) {
+            uint64_t n = atomic_load_explicit(&hak_stat_remote_by_pair[from][to], memory_order_relaxed);
+            if (n) {
+                hak_print_str(&out, "remote frees node ");
+                hak_print_u64(&out, from, 0);
+                hak_print_str(&out, " -> node ");
+                hak_print_u64(&out, to, 0);
+                hak_print_u64(&out, n, 12);
+                hak_print_str(&out, "\n");
+            }
+        }
     }
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);

@@ -21,6 +21,19 @@ enum hak_stat {
 };
 
 extern _Atomic uint64_t hak_stat_counters[HAK_STAT_COUNT];
+/* Bytes mapped per node, and frees of another node's blocks by pair. */
+extern _Atomic uint64_t hak_stat_node_mapped[64];
+extern _Atomic uint64_t hak_stat_remote_by_pair[64][64];
+
+static inline void hak_stat_node_map(unsigned node, int64_t bytes)
+{
+    atomic_fetch_add_explicit(&hak_stat_node_mapped[node], (uint64_t)bytes, memory_order_relaxed);
+}
+
+static inline void hak_stat_remote_free(unsigned from, unsigned to)
+{
+    atomic_fetch_add_explicit(&hak_stat_remote_by_pair[from][to], 1, memory_order_relaxed);
+}
 
 static inline void hak_stat_add(enum hak_stat which, uint64_t n)
 {

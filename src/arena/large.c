@@ -1,7 +1,9 @@
 #include "large.h"
 
 #include <errno.h>
+#include <string.h>
 
+#include "../numa/binding.h"
 #include "../options.h"
 #include "../os.h"
 #include "../stats.h"
@@ -28,6 +30,7 @@ static size_t round_to_page(size_t size)
 static void unmap(struct hak_large *large)
 {
     size_t total = large->head.map_size;
+    hak_stat_node_map(large->head.node, -(int64_t)total);
     hak_page_map_clear(large, total);
     hak_os_unmap(large, total);
 }
@@ -62,18 +65,21 @@ static struct hak_large *reuse(unsigned node, size_t size)
     return found;
 }
 
-void *hak_large_alloc(size_t size, size_t align, unsigned node)
+void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
 {
     if (align <= HAK_PAGE_SIZE) {
         struct hak_large *cached = reuse(node, size);
         if (cached) {
             hak_stat_add(HAK_STAT_HOT_HITS, 1);
+            if (zeroed)
+                memset(hak_large_block(cached), 0, size);
             return hak_large_block(cached);
         }
     }
     size_t offset = align > HAK_PAGE_SIZE ? align : HAK_PAGE_SIZE;
     size_t map_align = align > HAK_CHUNK_SIZE ? align : HAK_CHUNK_SIZE;
-    size_t total = offset + round_to_page(size);
+    /* At least a page: a zero-byte block must still lie inside its mapping. */
+    size_t total = offset + round_to_page(size ? size : 1);
     if (total < size || total > ((size_t)1 << HAK_MAP_ADDRESS_BITS)) {
         errno = ENOMEM;
         return NULL;
@@ -81,7 +87,10 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node)
     struct hak_large *large = hak_os_map_aligned(total, map_align);
     if (!large)
         return NULL;
-    hak_os_bind(large, total, node);
+    if (hak_options.interleave_bytes && size >= hak_options.interleave_bytes)
+        hak_numa_interleave(large, total);
+    else
+        hak_numa_bind(large, total, node);
     large->head.kind = HAK_CHUNK_LARGE;
     large->head.node = node;
     large->head.map_size = total;
@@ -93,11 +102,14 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node)
         return NULL;
     }
     hak_stat_add(HAK_STAT_LARGE_ALLOCS, 1);
+    hak_stat_node_map(node, (int64_t)total);
     return (char *)large + offset;
 }
 
 void hak_large_free(struct hak_large *large, void *ptr)
 {
+    if (!hak_large_contains(large, ptr))
+        return; /* not hakmem's memory: leave it alone */
     if (ptr != hak_large_block(large))
         hak_fatal("free of a pointer inside a large block", ptr);
     if (large->cached)
@@ -138,14 +150,16 @@ bool hak_large_resize(struct hak_large *large, size_t size)
         return false;
     if (total <= old_total)
         return size > large->usable / 2;
-    /* The page map first: a grown mapping must never be unregistered. */
-    if (!hak_page_map_set(large, total, &large->head))
+    /* mremap succeeds only where the address space after the block is free,
+     * so registering afterwards cannot clobber a neighbouring chunk. */
+    if (!hak_os_grow_in_place(large, old_total, total))
         return false;
-    if (!hak_os_grow_in_place(large, old_total, total)) {
-        hak_page_map_clear((char *)large + old_total, total - old_total);
+    if (!hak_page_map_set(large, total, &large->head)) {
+        hak_os_shrink_in_place(large, total, old_total);
         hak_page_map_set(large, old_total, &large->head);
         return false;
     }
+    hak_stat_node_map(large->head.node, (int64_t)(total - old_total));
     large->head.map_size = total;
     large->usable = total - large->offset;
     return true;

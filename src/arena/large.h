@@ -7,9 +7,9 @@
 
 #include "../internal.h"
 
-/* A block of at least size bytes aligned to align (a power of two); NULL
- * with errno ENOMEM. */
-void *hak_large_alloc(size_t size, size_t align, unsigned node);
+/* A block of at least size bytes aligned to align (a power of two), its
+ * first size bytes zero if zeroed; NULL with errno ENOMEM. */
+void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed);
 void hak_large_free(struct hak_large *large, void *ptr);
 /* Grows or shrinks the block in place; false when it cannot. */
 bool hak_large_resize(struct hak_large *large, size_t size);
@@ -22,6 +22,12 @@ static inline size_t hak_large_usable(const struct hak_large *large)
 static inline void *hak_large_block(const struct hak_large *large)
 {
     return (char *)large + large->offset;
+}
+
+/* The last 2 MiB unit of a mapping may hold other memory past its end. */
+static inline bool hak_large_contains(const struct hak_large *large, const void *ptr)
+{
+    return (uintptr_t)ptr - (uintptr_t)large < large->head.map_size;
 }
 
 void hak_large_lock_all(void);

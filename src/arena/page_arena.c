@@ -1,5 +1,6 @@
 #include "page_arena.h"
 
+#include "../numa/binding.h"
 #include "../os.h"
 #include "../stats.h"
 #include "meta.h"
@@ -83,7 +84,7 @@ static struct hak_slab *new_chunk(unsigned node)
         hak_span_desc_free(span);
         return NULL;
     }
-    hak_os_bind(chunk, HAK_ARENA_CHUNK_SIZE, node);
+    hak_numa_bind(chunk, HAK_ARENA_CHUNK_SIZE, node);
     chunk->head.kind = HAK_CHUNK_ARENA;
     chunk->head.node = node;
     chunk->head.map_size = HAK_ARENA_CHUNK_SIZE;
@@ -101,6 +102,7 @@ static struct hak_slab *new_chunk(unsigned node)
     span->start = (char *)chunk + HAK_ARENA_HEADER_PAGES * HAK_PAGE_SIZE;
     map_pages(span);
     hak_stat_add(HAK_STAT_ARENA_CHUNKS, 1);
+    hak_stat_node_map(node, HAK_ARENA_CHUNK_SIZE);
     return span;
 }
 
@@ -192,6 +194,7 @@ void hak_page_arena_free(struct hak_slab *span)
             hak_span_desc_free(drop[i]);
     if (unmap) {
         hak_span_desc_free(span);
+        hak_stat_node_map(chunk->head.node, -(int64_t)HAK_ARENA_CHUNK_SIZE);
         hak_page_map_clear(chunk, HAK_ARENA_CHUNK_SIZE);
         hak_os_unmap(chunk, HAK_ARENA_CHUNK_SIZE);
     }

@@ -154,7 +154,7 @@ static void queue_on_owner(struct hak_slab *slab)
                                                     memory_order_release, memory_order_relaxed));
 }
 
-void hak_slab_remote_free(struct hak_slab *slab, void *block)
+void hak_slab_remote_free_chain(struct hak_slab *slab, void *head, void *tail)
 {
     uintptr_t word = atomic_load_explicit(&slab->remote, memory_order_relaxed);
     for (;;) {
@@ -172,18 +172,18 @@ void hak_slab_remote_free(struct hak_slab *slab, void *block)
                                                        memory_order_acquire, memory_order_relaxed))
                 continue;
             queue_on_owner(slab);
+            /* Only the owner's collection can change the word now. */
             word = atomic_load_explicit(&slab->remote, memory_order_relaxed);
-            for (;;) {
-                *(void **)block = list_of(word);
-                if (atomic_compare_exchange_weak_explicit(&slab->remote, &word,
-                                                          (uintptr_t)block | HAK_REMOTE_NORMAL,
-                                                          memory_order_release,
-                                                          memory_order_relaxed))
-                    return;
-            }
+            do {
+                *(void **)tail = list_of(word);
+            } while (!atomic_compare_exchange_weak_explicit(&slab->remote, &word,
+                                                            (uintptr_t)head | HAK_REMOTE_NORMAL,
+                                                            memory_order_release,
+                                                            memory_order_relaxed));
+            return;
         }
-        *(void **)block = list_of(word);
-        if (atomic_compare_exchange_weak_explicit(&slab->remote, &word, (uintptr_t)block | flag,
+        *(void **)tail = list_of(word);
+        if (atomic_compare_exchange_weak_explicit(&slab->remote, &word, (uintptr_t)head | flag,
                                                   memory_order_release, memory_order_relaxed))
             return;
     }

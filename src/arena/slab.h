@@ -29,8 +29,14 @@ void hak_slab_disown(struct hak_slab *slab);
 /* A new owner takes an abandoned slab. */
 void hak_slab_adopt(struct hak_slab *slab, struct hak_heap *owner);
 
-/* Pushes a block freed by a thread that does not own the slab. */
-void hak_slab_remote_free(struct hak_slab *slab, void *block);
+/* Pushes blocks freed by a thread that does not own the slab: a chain
+ * linked through first words from head to tail, or a single block. */
+void hak_slab_remote_free_chain(struct hak_slab *slab, void *head, void *tail);
+
+static inline void hak_slab_remote_free(struct hak_slab *slab, void *block)
+{
+    hak_slab_remote_free_chain(slab, block, block);
+}
 
 static inline bool hak_slab_is_empty(const struct hak_slab *slab)
 {

@@ -1,5 +1,6 @@
 #include "superslab.h"
 
+#include "../numa/binding.h"
 #include "../os.h"
 #include "../stats.h"
 #include "page_map.h"
@@ -9,7 +10,7 @@ struct hak_superslab *hak_superslab_create(unsigned node)
     struct hak_superslab *ss = hak_os_map_aligned(HAK_SUPERSLAB_SIZE, HAK_SUPERSLAB_SIZE);
     if (!ss)
         return NULL;
-    hak_os_bind(ss, HAK_SUPERSLAB_SIZE, node);
+    hak_numa_bind(ss, HAK_SUPERSLAB_SIZE, node);
     ss->head.kind = HAK_CHUNK_SUPERSLAB;
     ss->head.node = node;
     ss->head.map_size = HAK_SUPERSLAB_SIZE;
@@ -34,11 +35,13 @@ struct hak_superslab *hak_superslab_create(unsigned node)
         return NULL;
     }
     hak_stat_add(HAK_STAT_SUPERSLABS, 1);
+    hak_stat_node_map(node, HAK_SUPERSLAB_SIZE);
     return ss;
 }
 
 void hak_superslab_destroy(struct hak_superslab *ss)
 {
+    hak_stat_node_map(ss->head.node, -(int64_t)HAK_SUPERSLAB_SIZE);
     hak_page_map_clear(ss, HAK_SUPERSLAB_SIZE);
     hak_os_unmap(ss, HAK_SUPERSLAB_SIZE);
 }

@@ -5,6 +5,7 @@
 #include "../arena/abandoned.h"
 #include "../arena/hot_span_box.h"
 #include "../arena/meta.h"
+#include "../arena/node_block.h"
 #include "../arena/page_arena.h"
 #include "../arena/page_map.h"
 #include "../arena/shared_pool.h"
@@ -24,6 +25,7 @@ static pthread_key_t exit_key;
 static struct {
     pthread_mutex_t lock;
     struct hak_heap *live;
+    _Atomic unsigned count;
     struct hak_class_stats retired[HAK_NUM_CLASSES];
 } registry = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -140,14 +142,9 @@ static void drain_delayed(struct hak_heap *heap)
 }
 
 /* A block leaves the caches for good: back to its slab. */
-static void return_block(struct hak_heap *heap, void *block)
+/* A block of a slab this heap owns leaves the caches for good. */
+static void return_block(struct hak_heap *heap, struct hak_slab *slab, void *block)
 {
-    struct hak_slab *slab = hak_chunk_slab(hak_page_map_lookup(block), block);
-    if (atomic_load_explicit(&slab->owner, memory_order_relaxed) != heap) {
-        heap->stats[slab->cls].remote_frees++;
-        hak_slab_remote_free(slab, block);
-        return;
-    }
     void *head = slab->free;
     *(void **)block = head;
     slab->free = block;
@@ -174,6 +171,25 @@ static uint32_t cache_limit(unsigned cls)
     return blocks ? blocks : 1;
 }
 
+/* A short-lived single-threaded process never pays for topology discovery
+ * (issue 8): it waits for a second thread or this much memory. */
+#define DISCOVERY_BYTES (8u << 20)
+static bool topology_checked;
+
+static void maybe_discover_topology(void)
+{
+    uint64_t mapped = atomic_load_explicit(&hak_stat_counters[HAK_STAT_MAPPED_BYTES],
+                                           memory_order_relaxed) -
+                      atomic_load_explicit(&hak_stat_counters[HAK_STAT_UNMAPPED_BYTES],
+                                           memory_order_relaxed);
+    if (atomic_load_explicit(&registry.count, memory_order_relaxed) < 2 && mapped < DISCOVERY_BYTES)
+        return;
+    topology_checked = true;
+    hak_numa_discover();
+}
+
+static void move_to_node(struct hak_heap *heap, unsigned node);
+
 static struct hak_heap *heap_create(void)
 {
     hak_init();
@@ -191,6 +207,7 @@ static struct hak_heap *heap_create(void)
     if (registry.live)
         registry.live->prev_live = heap;
     registry.live = heap;
+    atomic_fetch_add_explicit(&registry.count, 1, memory_order_relaxed);
     pthread_mutex_unlock(&registry.lock);
     hak_tls.heap = heap;
     hak_tls.node = heap->node;
@@ -241,6 +258,12 @@ void *hak_heap_refill(struct hak_heap *heap, unsigned cls)
             return NULL;
         }
     }
+    /* Here the heap is consistent, so hwloc may allocate through it. */
+    if (HAK_UNLIKELY(!topology_checked))
+        maybe_discover_topology();
+    unsigned node = hak_numa_thread_node();
+    if (HAK_UNLIKELY(node != heap->node))
+        move_to_node(heap, node);
     if (atomic_load_explicit(&heap->delayed, memory_order_relaxed))
         drain_delayed(heap);
     heap->stats[cls].refills++;
@@ -266,13 +289,35 @@ void *hak_heap_refill(struct hak_heap *heap, unsigned cls)
     return block;
 }
 
+/* Blocks of slabs other heaps own go back in chains, one atomic push per
+ * run of blocks from the same slab (a consumer thread's frees come in such
+ * runs). */
 static void flush_list(struct hak_heap *heap, void *list)
 {
+    struct hak_slab *chain_slab = NULL;
+    void *chain_head = NULL;
+    void *chain_tail = NULL;
     while (list) {
         void *next = *(void **)list;
-        return_block(heap, list);
+        struct hak_slab *slab = hak_chunk_slab(hak_page_map_lookup(list), list);
+        if (atomic_load_explicit(&slab->owner, memory_order_relaxed) == heap) {
+            return_block(heap, slab, list);
+        } else {
+            if (slab != chain_slab) {
+                if (chain_slab)
+                    hak_slab_remote_free_chain(chain_slab, chain_head, chain_tail);
+                chain_slab = slab;
+                chain_head = NULL;
+                chain_tail = list;
+            }
+            *(void **)list = chain_head;
+            chain_head = list;
+            heap->stats[slab->cls].remote_frees++;
+        }
         list = next;
     }
+    if (chain_slab)
+        hak_slab_remote_free_chain(chain_slab, chain_head, chain_tail);
 }
 
 void hak_heap_flush(struct hak_heap *heap, unsigned cls)
@@ -298,6 +343,10 @@ void hak_heap_flush(struct hak_heap *heap, unsigned cls)
 void hak_heap_free_other(struct hak_slab *slab, void *block)
 {
     uint8_t kind = slab->kind;
+    if (kind == HAK_SLAB_NODE_BLOCK) {
+        hak_node_block_free(slab, block);
+        return;
+    }
     if (slab->free_node == HAK_NO_NODE ||
         (kind != HAK_SLAB_SMALL && kind != HAK_SLAB_MID && kind != HAK_SLAB_L25))
         hak_fatal("free of a pointer hakmem never handed out", block);
@@ -305,8 +354,10 @@ void hak_heap_free_other(struct hak_slab *slab, void *block)
     if ((char *)block >= slab->end || offset % slab->block_size)
         hak_fatal("free of a pointer inside a block", block);
     struct hak_heap *heap = hak_tls.heap;
-    if (heap != &hak_empty_heap)
+    if (heap != &hak_empty_heap) {
         heap->stats[slab->cls].remote_frees++;
+        hak_stat_remote_free(heap->node, slab->node);
+    }
     hak_slab_remote_free(slab, block);
 }
 
@@ -332,16 +383,16 @@ static void leave_slab(struct hak_slab *slab)
         hak_abandoned_push(slab);
 }
 
-void hak_heap_thread_exit(void *arg)
+/* Empties the caches and gives up every slab: empty ones go back to their
+ * backend, the others are abandoned for another heap to adopt. */
+static void leave_all_slabs(struct hak_heap *heap)
 {
-    struct hak_heap *heap = arg;
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         void *list = heap->head[cls];
         heap->head[cls] = NULL;
+        heap->room[cls] = heap->limit[cls];
         flush_list(heap, list);
     }
-    hak_tls.heap = &hak_empty_heap;
-    hak_tls.node = HAK_HEAPLESS_NODE;
     /* Disown first: once no slab names this heap, no remote free can queue
      * one on it, and the heap's memory can be reused. */
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
@@ -358,13 +409,31 @@ void hak_heap_thread_exit(void *arg)
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         if (heap->cur[cls] != &hak_empty_slab)
             leave_slab(heap->cur[cls]);
+        heap->cur[cls] = &hak_empty_slab;
         struct hak_slab *slab;
         while ((slab = list_pop(&heap->partial[cls])))
             leave_slab(slab);
         while ((slab = list_pop(&heap->full[cls])))
             leave_slab(slab);
     }
+}
+
+/* The thread runs on another node now: from here on it gets memory there. */
+static void move_to_node(struct hak_heap *heap, unsigned node)
+{
+    leave_all_slabs(heap);
+    heap->node = node;
+    hak_tls.node = node;
+}
+
+void hak_heap_thread_exit(void *arg)
+{
+    struct hak_heap *heap = arg;
+    leave_all_slabs(heap);
+    hak_tls.heap = &hak_empty_heap;
+    hak_tls.node = HAK_HEAPLESS_NODE;
     pthread_mutex_lock(&registry.lock);
+    atomic_fetch_sub_explicit(&registry.count, 1, memory_order_relaxed);
     if (heap->prev_live)
         heap->prev_live->next_live = heap->next_live;
     else
