@@ -279,6 +279,16 @@ static int report(const struct worker *workers, int worker_count, double min_loc
     return short_rows;
 }
 
+/* move_pages gives a node number or a negated errno for each page. */
+static const char *describe_status(int status)
+{
+    static char description[64];
+    if (status < 0)
+        return strerror(-status);
+    snprintf(description, sizeof description, "node %d, which is not online", status);
+    return description;
+}
+
 static int check(const struct worker *workers, int worker_count, int expected_node)
 {
     int failures = 0;
@@ -300,9 +310,9 @@ static int check(const struct worker *workers, int worker_count, int expected_no
             if (placement->pages_unplaced > 0) {
                 fprintf(stderr,
                         "numa_smoke: node %d, %zu-byte blocks: %ld of %ld pages on no online"
-                        " node (first status %d)\n",
+                        " node (the first: %s)\n",
                         worker->node, block_kinds[kind].size, placement->pages_unplaced,
-                        placement->pages, placement->first_unplaced_status);
+                        placement->pages, describe_status(placement->first_unplaced_status));
                 failures++;
             }
             if (expected_node < 0)
