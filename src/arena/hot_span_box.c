@@ -45,12 +45,13 @@ static void unlink_span(struct hot_span_box *box, struct hak_slab *span)
     box->bytes -= span_bytes(span);
 }
 
-/* Unlinks what is over budget or too old; the caller decommits it unlocked. */
+/* Unlinks what is over budget or too old; the caller decommits it unlocked.
+ * Times are read before the lock, so an entry may be newer than now. */
 static struct hak_slab *collect_evictions(struct hot_span_box *box, uint64_t now)
 {
     struct hak_slab *evicted = NULL;
     while (box->oldest && (box->bytes > hak_options.hot_bytes ||
-                           now - box->oldest->freed_ms >= hak_options.decay_ms)) {
+                           now >= box->oldest->freed_ms + hak_options.decay_ms)) {
         struct hak_slab *span = box->oldest;
         unlink_span(box, span);
         span->next = evicted;

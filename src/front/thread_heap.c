@@ -174,7 +174,7 @@ static uint32_t cache_limit(unsigned cls)
 /* A short-lived single-threaded process never pays for topology discovery
  * (issue 8): it waits for a second thread or this much memory. */
 #define DISCOVERY_BYTES (8u << 20)
-static bool topology_checked;
+static atomic_bool topology_checked;
 
 static void maybe_discover_topology(void)
 {
@@ -184,7 +184,7 @@ static void maybe_discover_topology(void)
                                            memory_order_relaxed);
     if (atomic_load_explicit(&registry.count, memory_order_relaxed) < 2 && mapped < DISCOVERY_BYTES)
         return;
-    topology_checked = true;
+    atomic_store_explicit(&topology_checked, true, memory_order_relaxed);
     hak_numa_discover();
 }
 
@@ -259,7 +259,7 @@ void *hak_heap_refill(struct hak_heap *heap, unsigned cls)
         }
     }
     /* Here the heap is consistent, so hwloc may allocate through it. */
-    if (HAK_UNLIKELY(!topology_checked))
+    if (HAK_UNLIKELY(!atomic_load_explicit(&topology_checked, memory_order_relaxed)))
         maybe_discover_topology();
     unsigned node = hak_numa_thread_node();
     if (HAK_UNLIKELY(node != heap->node))
