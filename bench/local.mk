@@ -5,7 +5,7 @@
 # installed hakmem-compare finds them.  -fno-builtin-* keeps the compiler
 # from eliding or merging malloc/free pairs.
 BENCHMARKS = bench/random_mixed bench/fixed_size bench/xthread bench/mid_large_mt \
-	bench/l25 bench/realloc_grow bench/rusage_run
+	bench/l25 bench/realloc_grow bench/rusage_run bench/startup_threads
 pkglibexec_PROGRAMS = $(BENCHMARKS)
 
 BENCH_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS) -O2 -fno-builtin-malloc -fno-builtin-free \
@@ -28,9 +28,13 @@ bench_l25_LDADD = $(BENCH_LIBS)
 bench_realloc_grow_SOURCES = bench/realloc_grow.c bench/bench_util.h
 bench_realloc_grow_CFLAGS = $(BENCH_CFLAGS)
 bench_rusage_run_SOURCES = bench/rusage_run.c
+bench_startup_threads_SOURCES = bench/startup_threads.c
+bench_startup_threads_CFLAGS = $(BENCH_CFLAGS)
+bench_startup_threads_LDADD = $(BENCH_LIBS)
 
 # The comparison tool runs the programs above; it lives here rather than in
 # tools/local.mk so that the two fragments are edited by one owner each.
-dist_bin_SCRIPTS = tools/hakmem-compare
-TESTS += tests/test_bench_programs.sh tests/test_compare.sh
-EXTRA_DIST += tests/test_bench_programs.sh tests/test_compare.sh
+# startup-bench is installed beside it, which imports it for its startup:* rows.
+dist_bin_SCRIPTS = tools/hakmem-compare tools/startup-bench
+TESTS += tests/test_bench_programs.sh tests/test_compare.sh tests/test_startup_bench.sh
+EXTRA_DIST += tests/test_bench_programs.sh tests/test_compare.sh tests/test_startup_bench.sh
