@@ -1,6 +1,7 @@
 /* Slabs: carving hands out every block once, touching pages only as they
- * are needed; remote frees from many threads all come back; the NOTIFY
- * protocol queues a full slab on its owner exactly once. */
+ * are needed; remote frees from many threads, one by one or in chains, all
+ * come back; the NOTIFY protocol queues a full slab on its owner exactly
+ * once. */
 #include <string.h>
 
 #include "arena/slab.h"
@@ -179,30 +180,59 @@ static atomic_uint remote_threads_done;
 struct remote_job {
     struct test_slab *t;
     unsigned thread;
+    unsigned chain; /* blocks per push: 1 frees them one by one */
     pthread_barrier_t *start;
 };
 
-/* Thread i frees blocks i, i + N, ...: neighbours race on the same list. */
+/* Thread i frees blocks i, i + N, ...: neighbours race on the same list.
+ * With chain > 1 it links its blocks into chains of that many and pushes
+ * each chain at once, as a flushing cache does. */
 static void *remote_free_share(void *arg)
 {
     struct remote_job *job = arg;
     struct hak_slab *slab = &job->t->slab;
+    void *head = NULL, *tail = NULL;
+    unsigned linked = 0;
     pthread_barrier_wait(job->start);
-    for (uint32_t i = job->thread; i < slab->capacity; i += REMOTE_THREADS)
-        hak_slab_remote_free(slab, slab->start + (size_t)i * slab->block_size);
+    for (uint32_t i = job->thread; i < slab->capacity; i += REMOTE_THREADS) {
+        void *block = slab->start + (size_t)i * slab->block_size;
+        if (job->chain == 1) {
+            hak_slab_remote_free(slab, block);
+            continue;
+        }
+        *(void **)block = head;
+        head = block;
+        if (!tail)
+            tail = block;
+        if (++linked == job->chain) {
+            hak_slab_remote_free_chain(slab, head, tail);
+            head = tail = NULL;
+            linked = 0;
+        }
+    }
+    if (head)
+        hak_slab_remote_free_chain(slab, head, tail);
     atomic_fetch_add(&remote_threads_done, 1);
     return NULL;
 }
 
 /* Starts the threads on the slab's blocks; the caller collects while they run. */
-static void start_remote_frees(struct test_slab *t, pthread_t threads[REMOTE_THREADS],
+static void start_remote_frees(struct test_slab *t, unsigned chain,
+                               pthread_t threads[REMOTE_THREADS],
                                struct remote_job jobs[REMOTE_THREADS], pthread_barrier_t *start)
 {
     atomic_store(&remote_threads_done, 0);
     for (unsigned i = 0; i < REMOTE_THREADS; i++) {
-        jobs[i] = (struct remote_job){.t = t, .thread = i, .start = start};
+        jobs[i] = (struct remote_job){.t = t, .thread = i, .chain = chain, .start = start};
         unit_thread_start(&threads[i], remote_free_share, &jobs[i]);
     }
+}
+
+/* Single frees, then chains of growing and uneven lengths. */
+static unsigned chain_for_round(unsigned round)
+{
+    static const unsigned lengths[] = {1, 2, 3, 7, 16, 61};
+    return lengths[round % (sizeof(lengths) / sizeof(lengths[0]))];
 }
 
 static void test_remote_free_class(unsigned cls)
@@ -218,7 +248,7 @@ static void test_remote_free_class(unsigned cls)
         memset(t.seen, 0, slab->capacity);
         pthread_t threads[REMOTE_THREADS];
         struct remote_job jobs[REMOTE_THREADS];
-        start_remote_frees(&t, threads, jobs, &start);
+        start_remote_frees(&t, chain_for_round(round), threads, jobs, &start);
         pthread_barrier_wait(&start);
         /* The owner collects while the frees arrive, as a refill would. */
         uint64_t collected = 0;
@@ -382,7 +412,7 @@ static void test_notify_concurrent(void)
         CHECK(hak_slab_arm_notify(&t.slab), "round %u: arming failed", round);
         pthread_t threads[REMOTE_THREADS];
         struct remote_job jobs[REMOTE_THREADS];
-        start_remote_frees(&t, threads, jobs, &start);
+        start_remote_frees(&t, chain_for_round(round), threads, jobs, &start);
         pthread_barrier_wait(&start);
         for (unsigned i = 0; i < REMOTE_THREADS; i++)
             unit_thread_join(threads[i]);
