@@ -2,7 +2,8 @@
 # tools/startup-bench in a quick mode: its table and JSON hold every
 # installed allocator for every case, a missing one is skipped, and the
 # preload reaches the measured process: a library whose constructor sleeps
-# 30 ms must come out at least that much slower than glibc.
+# 30 ms must come out at least that much slower than glibc.  Then
+# hakmem-compare's startup:true row, which runs through it.
 set -eu
 
 srcdir=${HAKMEM_SRCDIR:-${srcdir:-.}}
@@ -117,4 +118,26 @@ if "skipping missing" not in stderr:
 for failure in failures:
     print("FAIL: " + failure)
 sys.exit(1 if failures else 0)
+PYTHON
+
+if ! "$srcdir/tools/hakmem-compare" --quick --runs 1 --bench startup:true \
+        --alloc "glibc,slow=$out/libslow_start.so" --out "$out/compare" \
+        >"$out/compare.stdout" 2>"$out/compare.stderr"; then
+    echo "FAIL: hakmem-compare --bench startup:true exited with status $?"
+    cat "$out/compare.stderr"
+    exit 1
+fi
+cat "$out/compare.stdout"
+python3 - "$out/compare/results.json" <<'PYTHON'
+import json
+import sys
+
+with open(sys.argv[1]) as source:
+    report = json.load(source)
+wall = {e["allocator"]: e["summary"].get("wall_s", {}).get("median")
+        for e in report["results"] if e["benchmark"] == "startup:true"}
+if not wall.get("glibc") or not wall.get("slow") or wall["slow"] - wall["glibc"] < 0.02:
+    print("FAIL: hakmem-compare startup:true wall_s per process: %s (slow must be 30 ms "
+          "slower)" % wall)
+    sys.exit(1)
 PYTHON
