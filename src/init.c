@@ -11,6 +11,7 @@
 #include "arena/page_arena.h"
 #include "arena/page_map.h"
 #include "arena/shared_pool.h"
+#include "front/block_link.h"
 #include "front/thread_heap.h"
 #include "numa/node.h"
 #include "internal.h"
@@ -29,6 +30,11 @@ static __thread bool initializing_here __attribute__((tls_model("initial-exec"))
 
 void hak_fatal(const char *what, const void *addr)
 {
+    hak_fatal_note(what, addr, NULL);
+}
+
+void hak_fatal_note(const char *what, const void *addr, const char *note)
+{
     struct hak_printer out = {.fd = 2};
     hak_print_str(&out, "hakmem: ");
     hak_print_str(&out, what);
@@ -41,6 +47,11 @@ void hak_fatal(const char *what, const void *addr)
         text[18] = 0;
         hak_print_str(&out, " ");
         hak_print_str(&out, text);
+    }
+    if (note) {
+        hak_print_str(&out, " (");
+        hak_print_str(&out, note);
+        hak_print_str(&out, ")");
     }
     hak_print_str(&out, "\n");
     hak_print_flush(&out);
@@ -77,6 +88,7 @@ static void init_once(void)
     if (getauxval(AT_PAGESZ) != HAK_PAGE_SIZE)
         hak_fatal("this build needs 4 KiB pages", NULL);
     hak_options_load();
+    hak_block_link_init();
     hak_numa_init();
     if (!hak_heap_setup())
         hak_fatal("cannot create the thread-exit key", NULL);

@@ -50,9 +50,9 @@
 #define HAK_NO_NODE 0xffu       /* slab: serves no blocks */
 #define HAK_HEAPLESS_NODE 0xfeu /* thread: no heap yet, never equals a slab's */
 
-/* Size classes: C0-C7 are 8 B ... 1 KiB (powers of two); then four classes
- * per doubling up to 1 MiB: Mid (1280 B ... 32 KiB) and L25 (40 KiB ...
- * 1 MiB). */
+/* Size classes: C0-C7 are 16, 32, 64, 128, 256, 512, 768 and 1024 B; then
+ * four classes per doubling up to 1 MiB: Mid (1280 B ... 32 KiB) and L25
+ * (40 KiB ... 1 MiB). */
 #define HAK_SMALL_CLASSES 8
 #define HAK_SMALL_MAX 1024
 #define HAK_MID_CLASSES 20
@@ -126,6 +126,8 @@ struct hak_slab {
     struct hak_chunk_head *chunk;
     uint32_t block_size;
     uint32_t capacity;
+    /* Blocks start at multiples of this plus one: a cheap check of frees. */
+    uint32_t align_mask;
     uint32_t first_page; /* arena spans: index of the first page in chunk */
     uint32_t pages;      /* arena spans: length */
     uint8_t kind;
@@ -134,7 +136,7 @@ struct hak_slab {
     /* node while the slab serves blocks, HAK_NO_NODE otherwise: free()
      * compares it with the thread's node in one test */
     uint8_t free_node;
-    char pad0[HAK_CACHE_LINE - 52];
+    char pad0[HAK_CACHE_LINE - 56];
 
     /* Written by the owner only. */
     void *free;
@@ -246,6 +248,9 @@ extern struct hak_slab hak_empty_slab;
 extern struct hak_slab hak_invalid_slab;
 
 void hak_init(void);
+/* Aborts with "hakmem: WHAT ADDR (NOTE)"; addr and note may be NULL. */
+void hak_fatal_note(const char *what, const void *addr, const char *note)
+    __attribute__((noreturn, cold));
 void hak_fatal(const char *what, const void *addr) __attribute__((noreturn, cold));
 
 #endif

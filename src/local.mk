@@ -8,6 +8,7 @@ src_libhakmem_la_SOURCES = \
 	src/os.c src/os.h \
 	src/print.c src/print.h \
 	src/stats.c src/stats.h \
+	src/front/block_link.c src/front/block_link.h \
 	src/front/size_class.c src/front/size_class.h \
 	src/front/thread_heap.c src/front/thread_heap.h \
 	src/arena/abandoned.c src/arena/abandoned.h \

@@ -154,14 +154,14 @@ static void *alloc_aligned(size_t align, size_t size)
     size_t need = size < align ? align : size;
     if (align <= HAK_PAGE_SIZE) {
         /* Power-of-two classes are aligned to their size (up to a page)
-         * because slabs and spans start page-aligned. */
+         * because slabs and spans start page-aligned; the others only to
+         * 256 bytes. */
+        if (need <= HAK_MID_MAX && align > 256)
+            need = (size_t)1 << (64 - __builtin_clzl(need - 1));
         if (need <= HAK_SMALL_MAX)
             return hak_heap_alloc(hak_small_class(need));
-        if (need <= HAK_L25_MAX) {
-            if (align > 256 && need <= HAK_MID_MAX)
-                need = (size_t)1 << (64 - __builtin_clzl(need - 1));
+        if (need <= HAK_L25_MAX)
             return hak_heap_alloc(hak_mid_class(need));
-        }
     }
     return alloc_large(size, align, false);
 }

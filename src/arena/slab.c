@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include "../front/block_link.h"
 #include "../front/size_class.h"
 
 static inline uintptr_t flag_of(uintptr_t word)
@@ -21,6 +22,10 @@ void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, unsigned cls
     slab->start = start;
     slab->end = start + (bytes / size) * size;
     slab->block_size = size;
+    /* The largest power of two dividing the size, up to a page: slabs start
+     * page-aligned (small slabs 64 KiB-aligned, beyond their block size). */
+    uint32_t align = size & -size;
+    slab->align_mask = (align < HAK_PAGE_SIZE ? align : (uint32_t)HAK_PAGE_SIZE) - 1;
     slab->capacity = (uint32_t)(bytes / size);
     slab->cls = (uint8_t)cls;
     slab->free_node = slab->node;
@@ -47,11 +52,11 @@ bool hak_slab_extend(struct hak_slab *slab)
     char *last = block;
     char *next = block + size;
     while (next + size <= limit) {
-        *(void **)last = next;
+        hak_link_set(last, next);
         last = next;
         next += size;
     }
-    *(void **)last = head;
+    hak_link_set(last, head);
     slab->free = block;
     slab->carve = last + size;
     return true;
@@ -70,11 +75,9 @@ uint32_t hak_slab_collect_remote(struct hak_slab *slab)
         return 0;
     uint32_t count = 1;
     void *tail = list;
-    while (*(void **)tail) {
-        tail = *(void **)tail;
+    for (void *next; (next = hak_link_get(tail)); tail = next)
         count++;
-    }
-    *(void **)tail = slab->free;
+    hak_link_set(tail, slab->free);
     slab->free = list;
     slab->used -= count;
     return count;
@@ -175,14 +178,14 @@ void hak_slab_remote_free_chain(struct hak_slab *slab, void *head, void *tail)
             /* Only the owner's collection can change the word now. */
             word = atomic_load_explicit(&slab->remote, memory_order_relaxed);
             do {
-                *(void **)tail = list_of(word);
+                hak_link_set(tail, list_of(word));
             } while (!atomic_compare_exchange_weak_explicit(&slab->remote, &word,
                                                             (uintptr_t)head | HAK_REMOTE_NORMAL,
                                                             memory_order_release,
                                                             memory_order_relaxed));
             return;
         }
-        *(void **)tail = list_of(word);
+        hak_link_set(tail, list_of(word));
         if (atomic_compare_exchange_weak_explicit(&slab->remote, &word, (uintptr_t)head | flag,
                                                   memory_order_release, memory_order_relaxed))
             return;

@@ -1,7 +1,7 @@
 #include "size_class.h"
 
-#define SMALL_OF(sz) ((sz) <= 8 ? 0 : (sz) <= 16 ? 1 : (sz) <= 32 ? 2 : (sz) <= 64 ? 3 \
-                      : (sz) <= 128 ? 4 : (sz) <= 256 ? 5 : (sz) <= 512 ? 6 : 7)
+#define SMALL_OF(sz) ((sz) <= 16 ? 0 : (sz) <= 32 ? 1 : (sz) <= 64 ? 2 : (sz) <= 128 ? 3 \
+                      : (sz) <= 256 ? 4 : (sz) <= 512 ? 5 : (sz) <= 768 ? 6 : 7)
 #define S4(i) SMALL_OF((i) * 8), SMALL_OF((i) * 8 + 8), SMALL_OF((i) * 8 + 16), \
               SMALL_OF((i) * 8 + 24)
 #define S16(i) S4(i), S4((i) + 4), S4((i) + 8), S4((i) + 12)
@@ -12,8 +12,11 @@ const uint8_t hak_small_class_of[HAK_SMALL_MAX / 8 + 1] = {S64(0), S64(64), SMAL
 /* Quarter steps: class k of a doubling from 2^e serves up to (5+k) << (e-2). */
 #define Q(e) (5u << ((e) - 2)), (6u << ((e) - 2)), (7u << ((e) - 2)), (8u << ((e) - 2))
 
+/* The smallest block is 16 bytes: a free block holds its link and its
+ * double-free tag (front/block_link.h).  768 halves the waste of the widest
+ * power-of-two step. */
 const uint32_t hak_class_size[HAK_NUM_CLASSES] = {
-    8, 16, 32, 64, 128, 256, 512, 1024,
+    16, 32, 64, 128, 256, 512, 768, 1024,
     Q(10), Q(11), Q(12), Q(13), Q(14), /* Mid: 1280 B ... 32 KiB */
     Q(15), Q(16), Q(17), Q(18), Q(19), /* L25: 40 KiB ... 1 MiB */
 };

@@ -1,6 +1,7 @@
 #include "thread_heap.h"
 
 #include <errno.h>
+#include <string.h>
 
 #include "../arena/abandoned.h"
 #include "../arena/hot_span_box.h"
@@ -145,8 +146,7 @@ static void drain_delayed(struct hak_heap *heap)
 /* A block of a slab this heap owns leaves the caches for good. */
 static void return_block(struct hak_heap *heap, struct hak_slab *slab, void *block)
 {
-    void *head = slab->free;
-    *(void **)block = head;
+    hak_link_set(block, slab->free);
     slab->free = block;
     slab->used--;
     if (slab->state == HAK_STATE_FULL) {
@@ -155,6 +155,36 @@ static void return_block(struct hak_heap *heap, struct hak_slab *slab, void *blo
         unfull(heap, slab);
     }
     retire_if_empty(heap, slab);
+}
+
+/* ---- checks (issue 7) ---- */
+
+static char *class_note(char note[16], unsigned cls)
+{
+    memcpy(note, "class ", 6);
+    hak_class_name(cls, note + 6);
+    return note;
+}
+
+void hak_heap_free_invalid(struct hak_slab *slab, void *block)
+{
+    char note[16];
+    if (hak_block_tagged_free(block))
+        hak_fatal_double_free(block, slab->cls);
+    hak_fatal_note("free of a pointer inside a block:", block, class_note(note, slab->cls));
+}
+
+/* The exact test behind the fast path's alignment check: block must be a
+ * block a live slab handed out. */
+static void check_block(struct hak_slab *slab, void *block)
+{
+    char note[16];
+    uint8_t kind = slab->kind;
+    if (slab->free_node == HAK_NO_NODE ||
+        (kind != HAK_SLAB_SMALL && kind != HAK_SLAB_MID && kind != HAK_SLAB_L25))
+        hak_fatal("free of a pointer hakmem never handed out:", block);
+    if ((char *)block >= slab->carve || (size_t)((char *)block - slab->start) % slab->block_size)
+        hak_fatal_note("free of a pointer inside a block:", block, class_note(note, slab->cls));
 }
 
 /* ---- slow paths ---- */
@@ -244,7 +274,7 @@ static void *take_block(struct hak_heap *heap, unsigned cls)
         heap->cur[cls] = slab;
     }
     void *block = slab->free;
-    slab->free = *(void **)block;
+    slab->free = hak_link_get(block);
     slab->used++;
     return block;
 }
@@ -280,12 +310,13 @@ void *hak_heap_refill(struct hak_heap *heap, unsigned cls)
         void *extra = take_block(heap, cls);
         if (!extra)
             break;
-        *(void **)extra = head;
+        hak_link_set(extra, head);
         head = extra;
     }
     heap->head[cls] = head;
     heap->room[cls] -= taken;
     heap->allocs[cls]++;
+    hak_block_untag(block);
     return block;
 }
 
@@ -298,8 +329,9 @@ static void flush_list(struct hak_heap *heap, void *list)
     void *chain_head = NULL;
     void *chain_tail = NULL;
     while (list) {
-        void *next = *(void **)list;
+        void *next = hak_link_get(list);
         struct hak_slab *slab = hak_chunk_slab(hak_page_map_lookup(list), list);
+        check_block(slab, list);
         if (atomic_load_explicit(&slab->owner, memory_order_relaxed) == heap) {
             return_block(heap, slab, list);
         } else {
@@ -310,7 +342,7 @@ static void flush_list(struct hak_heap *heap, void *list)
                 chain_head = NULL;
                 chain_tail = list;
             }
-            *(void **)list = chain_head;
+            hak_link_set(list, chain_head);
             chain_head = list;
             heap->stats[slab->cls].remote_frees++;
         }
@@ -332,9 +364,9 @@ void hak_heap_flush(struct hak_heap *heap, unsigned cls)
     } else {
         void *last = heap->head[cls];
         for (uint32_t i = 1; i < keep; i++)
-            last = *(void **)last;
-        list = *(void **)last;
-        *(void **)last = NULL;
+            last = hak_link_get(last);
+        list = hak_link_get(last);
+        hak_link_set(last, NULL);
     }
     heap->room[cls] = heap->limit[cls] - keep;
     flush_list(heap, list);
@@ -342,17 +374,14 @@ void hak_heap_flush(struct hak_heap *heap, unsigned cls)
 
 void hak_heap_free_other(struct hak_slab *slab, void *block)
 {
-    uint8_t kind = slab->kind;
-    if (kind == HAK_SLAB_NODE_BLOCK) {
+    if (slab->kind == HAK_SLAB_NODE_BLOCK) {
         hak_node_block_free(slab, block);
         return;
     }
-    if (slab->free_node == HAK_NO_NODE ||
-        (kind != HAK_SLAB_SMALL && kind != HAK_SLAB_MID && kind != HAK_SLAB_L25))
-        hak_fatal("free of a pointer hakmem never handed out", block);
-    size_t offset = (size_t)((char *)block - slab->start);
-    if ((char *)block >= slab->end || offset % slab->block_size)
-        hak_fatal("free of a pointer inside a block", block);
+    check_block(slab, block);
+    if (hak_block_tagged_free(block))
+        hak_fatal_double_free(block, slab->cls);
+    hak_block_tag_free(block);
     struct hak_heap *heap = hak_tls.heap;
     if (heap != &hak_empty_heap) {
         heap->stats[slab->cls].remote_frees++;

@@ -7,6 +7,7 @@
 #define HAK_THREAD_HEAP_H
 
 #include "../internal.h"
+#include "block_link.h"
 #include "size_class.h"
 
 extern __thread struct hak_thread hak_tls __attribute__((tls_model("initial-exec")));
@@ -16,6 +17,8 @@ void hak_heap_flush(struct hak_heap *heap, unsigned cls);
 /* A free the cache cannot take: another node's block, a thread without a
  * heap yet, or a pointer that is not a live block (checked here). */
 void hak_heap_free_other(struct hak_slab *slab, void *block);
+/* Aborts naming what is wrong with freeing block. */
+void hak_heap_free_invalid(struct hak_slab *slab, void *block) __attribute__((noreturn, cold));
 /* Thread exit: empties the caches, hands back or abandons every slab. */
 void hak_heap_thread_exit(void *heap);
 
@@ -24,7 +27,8 @@ static inline void *hak_heap_alloc(unsigned cls)
     struct hak_heap *heap = hak_tls.heap;
     void *block = heap->head[cls];
     if (HAK_LIKELY(block)) {
-        heap->head[cls] = *(void **)block;
+        heap->head[cls] = hak_link_get(block);
+        hak_block_untag(block);
         heap->room[cls]++;
         heap->allocs[cls]++;
         return block;
@@ -40,7 +44,10 @@ static inline void hak_heap_free(struct hak_slab *slab, void *block)
     }
     struct hak_heap *heap = hak_tls.heap;
     unsigned cls = slab->cls;
-    *(void **)block = heap->head[cls];
+    if (HAK_UNLIKELY(((uintptr_t)block & slab->align_mask) || hak_block_tagged_free(block)))
+        hak_heap_free_invalid(slab, block);
+    hak_block_tag_free(block);
+    hak_link_set(block, heap->head[cls]);
     heap->head[cls] = block;
     if (HAK_UNLIKELY(--heap->room[cls] == 0))
         hak_heap_flush(heap, cls);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "arena/slab.h"
+#include "front/block_link.h"
 #include "front/size_class.h"
 #include "unit.h"
 
@@ -57,7 +58,7 @@ static uint32_t block_index(const struct hak_slab *slab, const void *block)
 static void *pop_block(struct hak_slab *slab)
 {
     void *block = slab->free;
-    slab->free = *(void **)block;
+    slab->free = hak_link_get(block);
     slab->used++;
     return block;
 }
@@ -200,7 +201,7 @@ static void *remote_free_share(void *arg)
             hak_slab_remote_free(slab, block);
             continue;
         }
-        *(void **)block = head;
+        hak_link_set(block, head);
         head = block;
         if (!tail)
             tail = block;

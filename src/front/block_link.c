@@ -1,0 +1,25 @@
+#include "block_link.h"
+
+#include <string.h>
+#include <sys/auxv.h>
+
+#include "size_class.h"
+
+struct hak_link_keys hak_link_keys;
+
+void hak_block_link_init(void)
+{
+    const unsigned char *random = (const unsigned char *)getauxval(AT_RANDOM);
+    uintptr_t words[2] = {0x9e3779b97f4a7c15u, 0xc2b2ae3d27d4eb4fu};
+    if (random)
+        memcpy(words, random, sizeof(words));
+    hak_link_keys.link = words[0] | 0xf;
+    hak_link_keys.free_tag = words[1] ? words[1] : 1;
+}
+
+void hak_fatal_double_free(const void *block, unsigned cls)
+{
+    char note[16] = "class ";
+    hak_class_name(cls, note + 6);
+    hak_fatal_note("double free of", block, note);
+}

@@ -1,0 +1,52 @@
+/* How free blocks link to each other, hardened (issue 7): the link in a free
+ * block's first word is stored XOR a per-process random key and checked when
+ * it is followed, and the second word carries a random tag while the block
+ * is free, so a second free of it is caught.  Every block is at least 16
+ * bytes and 16-byte aligned, so both words exist and a decoded link must be
+ * 16-byte aligned. */
+#ifndef HAK_BLOCK_LINK_H
+#define HAK_BLOCK_LINK_H
+
+#include "../internal.h"
+
+struct hak_link_keys {
+    uintptr_t link; /* low four bits set: a zeroed link never decodes */
+    uintptr_t free_tag;
+};
+
+extern struct hak_link_keys hak_link_keys;
+
+/* From the kernel's per-exec random bytes; called once by hak_init. */
+void hak_block_link_init(void);
+
+void hak_fatal_double_free(const void *block, unsigned cls) __attribute__((noreturn, cold));
+
+static inline void hak_link_set(void *block, const void *next)
+{
+    *(uintptr_t *)block = (uintptr_t)next ^ hak_link_keys.link;
+}
+
+static inline void *hak_link_get(const void *block)
+{
+    uintptr_t next = *(const uintptr_t *)block ^ hak_link_keys.link;
+    if (HAK_UNLIKELY(next & 15))
+        hak_fatal("corrupted free list (a freed block was written to) at", block);
+    return (void *)next;
+}
+
+static inline bool hak_block_tagged_free(const void *block)
+{
+    return ((const uintptr_t *)block)[1] == hak_link_keys.free_tag;
+}
+
+static inline void hak_block_tag_free(void *block)
+{
+    ((uintptr_t *)block)[1] = hak_link_keys.free_tag;
+}
+
+static inline void hak_block_untag(void *block)
+{
+    ((uintptr_t *)block)[1] = 0;
+}
+
+#endif
