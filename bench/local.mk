@@ -32,6 +32,13 @@ bench_startup_threads_SOURCES = bench/startup_threads.c
 bench_startup_threads_CFLAGS = $(BENCH_CFLAGS)
 bench_startup_threads_LDADD = $(BENCH_LIBS)
 
+# NUMA locality (issue 5); tools/hakmem-compare --numa runs it in the guest
+# of tools/numa-vm.  It shares the tests' sysfs and move_pages helpers.
+BENCHMARKS += bench/numa_locality
+bench_numa_locality_SOURCES = bench/numa_locality.c bench/bench_util.h tests/numa/numa_util.h
+bench_numa_locality_CFLAGS = $(BENCH_CFLAGS)
+bench_numa_locality_LDADD = $(BENCH_LIBS)
+
 # The comparison tool runs the programs above; it lives here rather than in
 # tools/local.mk so that the two fragments are edited by one owner each.
 # startup-bench is installed beside it, which imports it for its startup:* rows.

@@ -35,23 +35,41 @@ if [ -z "$builddir" ]; then
     usage >&2
     exit 2
 fi
-smoke=$builddir/tests/numa/numa_smoke
-if [ ! -x "$smoke" ]; then
-    echo "check-numa: $smoke is not built" >&2
-    exit 2
-fi
 builddir=$(cd "$builddir" && pwd)
-smoke=$builddir/tests/numa/numa_smoke
+set -- --carry "$suite_dir"
+for program in numa_smoke numa_home; do
+    if [ ! -x "$builddir/tests/numa/$program" ]; then
+        echo "check-numa: $builddir/tests/numa/$program is not built" >&2
+        exit 2
+    fi
+    set -- "$@" --carry "$builddir/tests/numa/$program"
+done
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/check-numa.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# hakmem opens hwloc with dlopen, which ldd does not see: without it in the
+# guest hakmem finds one node and the placement tests fail.
+find_hwloc()
+{
+    /sbin/ldconfig -p 2>/dev/null | awk '$1 == "libhwloc.so.15" && /x86-64/ { print $NF; exit }'
+}
 
-set -- --carry "$suite_dir" --carry "$smoke"
 if [ -f "$hakmem_lib" ]; then
-    set -- "$@" --carry "$hakmem_lib"
+    hwloc=$(find_hwloc)
+    if [ -z "$hwloc" ] && [ "$(id -u)" -eq 0 ]; then
+        echo "check-numa: installing libhwloc15 (hakmem loads it at run time)"
+        apt-get install -y -q libhwloc15 >/dev/null
+        hwloc=$(find_hwloc)
+    fi
+    if [ -z "$hwloc" ]; then
+        echo "check-numa: libhwloc.so.15 is not installed (apt-get install libhwloc15)" >&2
+        exit 2
+    fi
+    set -- "$@" --carry "$hakmem_lib" --carry "$hwloc"
 else
     hakmem_lib=
 fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/check-numa.XXXXXX")
+trap 'rm -rf "$work"' EXIT
 
 for nodes in $node_counts; do
     started=$(date +%s.%N)

@@ -1,18 +1,26 @@
 # The NUMA suite runs in QEMU guests with emulated nodes (tools/numa-vm), one
 # boot per node count, so it has its own target rather than joining `make
 # check`: `make check-numa`.  Its tests are the guest_*.sh scripts that
-# tests/numa/run-suite.sh finds; numa_smoke links only the C library, so
-# that the malloc it exercises is whichever LD_PRELOAD names.
-check_PROGRAMS += tests/numa/numa_smoke
-tests_numa_numa_smoke_SOURCES = tests/numa/numa_smoke.c
+# tests/numa/run-suite.sh finds; numa_smoke and numa_home link only the C
+# library, so that the malloc they exercise is whichever LD_PRELOAD names
+# (numa_home finds hakmem's API with dlsym).
+check_PROGRAMS += tests/numa/numa_smoke tests/numa/numa_home
+tests_numa_numa_smoke_SOURCES = tests/numa/numa_smoke.c tests/numa/numa_util.h
 tests_numa_numa_smoke_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS)
 tests_numa_numa_smoke_LDADD = $(PTHREAD_LIBS)
+tests_numa_numa_home_SOURCES = tests/numa/numa_home.c tests/numa/numa_util.h
+tests_numa_numa_home_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS)
+tests_numa_numa_home_LDADD = $(PTHREAD_LIBS)
 
 NUMA_GUEST_TESTS = \
 	tests/numa/guest_first_touch.sh \
-	tests/numa/guest_hakmem_smoke.sh \
+	tests/numa/guest_hakmem_numactl.sh \
 	tests/numa/guest_membind.sh \
-	tests/numa/guest_nodes.sh
+	tests/numa/guest_migrate.sh \
+	tests/numa/guest_nodes.sh \
+	tests/numa/guest_onnode.sh \
+	tests/numa/guest_placement.sh \
+	tests/numa/guest_remote_free.sh
 EXTRA_DIST += tools/numa-vm tests/numa/check-numa.sh tests/numa/run-suite.sh \
 	$(NUMA_GUEST_TESTS)
 CLEANFILES += tests/numa/test-suite.log
@@ -21,7 +29,7 @@ CLEANFILES += tests/numa/test-suite.log
 NUMA_NODE_COUNTS = 2 4
 NUMA_GUEST_TIMEOUT = 300
 
-check-numa: tests/numa/numa_smoke $(lib_LTLIBRARIES)
+check-numa: tests/numa/numa_smoke tests/numa/numa_home $(lib_LTLIBRARIES)
 	$(SHELL) $(srcdir)/tests/numa/check-numa.sh --builddir "$(abs_top_builddir)" \
 	    --nodes "$(NUMA_NODE_COUNTS)" --timeout "$(NUMA_GUEST_TIMEOUT)" \
 	    --hakmem-lib "$(abs_top_builddir)/src/.libs/libhakmem.so" \

@@ -1,7 +1,7 @@
 /*
- * Runs one thread pinned to the CPUs of each NUMA node; each allocates and
- * touches blocks of several sizes with malloc, then asks the kernel
- * (move_pages) which node holds their pages.  Prints a table of where the
+ * Runs one thread pinned to the CPUs of each NUMA node the process may run
+ * on; each allocates and touches blocks of every kind with malloc, then asks
+ * the kernel (move_pages) which node holds their pages.  Prints a table of where the
  * pages landed and fails when a thread could not run on its node, a page is
  * not placed on an online node, or the placement misses what the options
  * ask for: a share of pages on the allocating thread's node (--min-local),
@@ -24,16 +24,21 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-enum { MAX_NODES = 64 };
+#include "numa_util.h"
 
+enum { MAX_NODES = NUMA_MAX_NODES, MAX_BLOCKS_PER_KIND = 256 };
+
+/* One size of every kind of block hakmem has: the eight small classes, Mid
+ * (up to 32 KiB), L25 (up to 1 MiB) and large.  Small blocks come by the
+ * hundred so that they fill whole pages. */
 static const struct {
     size_t size;
     int count;
 } block_kinds[] = {
-    {64, 64},
-    {16 << 10, 16},
-    {256 << 10, 8},
-    {4 << 20, 4},
+    {8, 256},         {16, 256},        {32, 256},   {64, 256},  {128, 128},
+    {256, 64},        {512, 32},        {1024, 16},  {2 << 10, 16},
+    {16 << 10, 16},   {32 << 10, 8},    {64 << 10, 8}, {256 << 10, 8},
+    {1 << 20, 4},     {4 << 20, 4},
 };
 
 enum { KIND_COUNT = sizeof block_kinds / sizeof block_kinds[0] };
@@ -59,45 +64,6 @@ static int online_nodes[MAX_NODES];
 static int online_node_count;
 static long page_size;
 static pthread_barrier_t all_allocated;
-
-static bool read_line(const char *path, char *line, size_t size)
-{
-    FILE *file = fopen(path, "r");
-    if (file == NULL)
-        return false;
-    bool ok = fgets(line, (int)size, file) != NULL;
-    fclose(file);
-    if (ok)
-        line[strcspn(line, "\n")] = '\0';
-    return ok;
-}
-
-/* Parses a kernel list such as "0-3,8,10-11"; calls mark(n, context) for every member. */
-static bool parse_list(const char *list, int limit, void (*mark)(int, void *), void *context)
-{
-    const char *cursor = list;
-    while (*cursor != '\0') {
-        char *end;
-        long first = strtol(cursor, &end, 10);
-        if (end == cursor)
-            return false;
-        long last = first;
-        if (*end == '-') {
-            cursor = end + 1;
-            last = strtol(cursor, &end, 10);
-            if (end == cursor)
-                return false;
-        }
-        if (first < 0 || last < first || last >= limit)
-            return false;
-        for (long member = first; member <= last; member++)
-            mark((int)member, context);
-        cursor = *end == ',' ? end + 1 : end;
-        if (*end != ',' && *end != '\0')
-            return false;
-    }
-    return true;
-}
 
 static void mark_node(int node, void *context)
 {
@@ -197,7 +163,7 @@ static bool allocate_and_locate(struct worker *worker, int kind, char **blocks)
 static void *run_worker(void *argument)
 {
     struct worker *worker = argument;
-    char *blocks[64];
+    char *blocks[MAX_BLOCKS_PER_KIND];
     bool pinned = sched_setaffinity(0, sizeof worker->cpus, &worker->cpus) == 0;
     unsigned cpu;
     if (!pinned)
@@ -215,13 +181,20 @@ static void *run_worker(void *argument)
 
 static int find_workers(struct worker *workers)
 {
+    /* Under a cpuset or numactl --cpunodebind, threads run only on the
+     * nodes the process may use. */
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+        fprintf(stderr, "numa_smoke: sched_getaffinity: %s\n", strerror(errno));
+        return -1;
+    }
     int count = 0;
     for (int i = 0; i < online_node_count; i++) {
         int node = online_nodes[i];
         char path[96];
         struct worker *worker = &workers[count];
         snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpulist", node);
-        if (!read_line(path, worker->cpulist, sizeof worker->cpulist)) {
+        if (!numa_read_line(path, worker->cpulist, sizeof worker->cpulist)) {
             fprintf(stderr, "numa_smoke: cannot read %s\n", path);
             return -1;
         }
@@ -230,9 +203,14 @@ static int find_workers(struct worker *workers)
             continue;
         }
         CPU_ZERO(&worker->cpus);
-        if (!parse_list(worker->cpulist, CPU_SETSIZE, mark_cpu, &worker->cpus)) {
+        if (!numa_parse_list(worker->cpulist, CPU_SETSIZE, mark_cpu, &worker->cpus)) {
             fprintf(stderr, "numa_smoke: cannot parse %s: '%s'\n", path, worker->cpulist);
             return -1;
+        }
+        CPU_AND(&worker->cpus, &worker->cpus, &allowed);
+        if (CPU_COUNT(&worker->cpus) == 0) {
+            printf("node %d: this process may not run on its CPUs\n", node);
+            continue;
         }
         worker->node = node;
         count++;
@@ -366,8 +344,8 @@ int main(int argc, char **argv)
 
     page_size = sysconf(_SC_PAGESIZE);
     char online[256];
-    if (!read_line("/sys/devices/system/node/online", online, sizeof online)
-        || !parse_list(online, MAX_NODES, mark_node, NULL)) {
+    if (!numa_read_line("/sys/devices/system/node/online", online, sizeof online)
+        || !numa_parse_list(online, MAX_NODES, mark_node, NULL)) {
         fprintf(stderr, "numa_smoke: cannot read the online nodes\n");
         return 1;
     }
@@ -382,7 +360,7 @@ int main(int argc, char **argv)
     static struct worker workers[MAX_NODES];
     int worker_count = find_workers(workers);
     if (worker_count <= 0) {
-        fprintf(stderr, "numa_smoke: no node has CPUs to run on\n");
+        fprintf(stderr, "numa_smoke: no node has CPUs this process may run on\n");
         return 1;
     }
     pthread_barrier_init(&all_allocated, NULL, (unsigned)worker_count);
