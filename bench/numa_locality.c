@@ -12,9 +12,10 @@
  *            allocates the mix again; local means on the new node.
  *
  * Plain malloc and free only: the allocator under test is whatever
- * LD_PRELOAD names.  Prints one line per scenario for people and one line
- * `numa_locality ops_per_s=... local_pct=... minflt=... maxrss_kb=...` for
- * tools/hakmem-compare, whose local_pct is the lowest of the scenarios'.
+ * LD_PRELOAD names.  Prints one line per scenario for people (with local and
+ * all pages of each kind: small up to 1 KiB, Mid up to 32 KiB, L25) and one
+ * line `numa_locality ops_per_s=... local_pct=... minflt=... maxrss_kb=...`
+ * for tools/hakmem-compare, whose local_pct is the lowest of the scenarios'.
  * ops counts the mallocs and frees of the timed parts (allocating and
  * freeing, not the censuses).
  */
@@ -27,13 +28,25 @@
 enum { ALLOC, REMOTE, MIGRATE, SCENARIO_COUNT };
 static const char *const scenario_names[SCENARIO_COUNT] = {"alloc", "remote", "migrate"};
 
+/* Block kinds, by hakmem's size classes, to tell people which kind strays. */
+enum { SMALL, MID, L25, KIND_COUNT };
+static const char *const kind_names[KIND_COUNT] = {"small", "mid", "l25"};
+
+static int kind_of(size_t size)
+{
+    return size <= 1024 ? SMALL : size <= (32 << 10) ? MID : L25;
+}
+
 struct worker {
     int index;
     const struct numa_node *node;
     void **blocks;
     size_t *sizes;
+    /* Scratch for one kind's blocks at a time. */
+    void **kind_blocks;
+    size_t *kind_sizes;
     double seconds[SCENARIO_COUNT];
-    struct numa_census census[SCENARIO_COUNT];
+    struct numa_census census[SCENARIO_COUNT][KIND_COUNT];
     int census_node[SCENARIO_COUNT];
     bool failed;
 };
@@ -86,10 +99,19 @@ static void free_all(void **blocks)
 static void take_census(struct worker *worker, int scenario, int node)
 {
     worker->census_node[scenario] = node;
-    if (!numa_count_pages(&worker->census[scenario], worker->blocks, worker->sizes,
-                          (size_t)params[BLOCKS].value)) {
-        fprintf(stderr, "numa_locality: move_pages: %s\n", strerror(errno));
-        worker->failed = true;
+    for (int kind = 0; kind < KIND_COUNT; kind++) {
+        size_t count = 0;
+        for (long i = 0; i < params[BLOCKS].value; i++) {
+            if (kind_of(worker->sizes[i]) == kind) {
+                worker->kind_blocks[count] = worker->blocks[i];
+                worker->kind_sizes[count++] = worker->sizes[i];
+            }
+        }
+        if (!numa_count_pages(&worker->census[scenario][kind], worker->kind_blocks,
+                              worker->kind_sizes, count)) {
+            fprintf(stderr, "numa_locality: move_pages: %s\n", strerror(errno));
+            worker->failed = true;
+        }
     }
 }
 
@@ -144,6 +166,8 @@ int main(int argc, char **argv)
         worker->node = &machine.nodes[i];
         worker->sizes = bench_xcalloc((size_t)params[BLOCKS].value, sizeof *worker->sizes);
         worker->blocks = bench_xcalloc((size_t)params[BLOCKS].value, sizeof *worker->blocks);
+        worker->kind_blocks = bench_xcalloc((size_t)params[BLOCKS].value, sizeof(void *));
+        worker->kind_sizes = bench_xcalloc((size_t)params[BLOCKS].value, sizeof(size_t));
         fill_sizes(worker);
     }
     if (worker_count == 0) {
@@ -164,23 +188,33 @@ int main(int argc, char **argv)
     double local_pct[SCENARIO_COUNT], slowest[SCENARIO_COUNT] = {0};
     double lowest = 100.0, seconds = 0.0;
     for (int s = 0; s < SCENARIO_COUNT; s++) {
-        long pages = 0, local = 0;
+        long pages = 0, local = 0, kind_pages[KIND_COUNT] = {0}, kind_local[KIND_COUNT] = {0};
         for (int w = 0; w < worker_count; w++) {
             if (workers[w].failed) {
                 fprintf(stderr, "numa_locality: the thread for node %d failed\n",
                         workers[w].node->id);
                 return 1;
             }
-            pages += workers[w].census[s].pages;
-            local += workers[w].census[s].on_node[workers[w].census_node[s]];
+            for (int kind = 0; kind < KIND_COUNT; kind++) {
+                const struct numa_census *census = &workers[w].census[s][kind];
+                kind_pages[kind] += census->pages;
+                kind_local[kind] += census->on_node[workers[w].census_node[s]];
+            }
             if (workers[w].seconds[s] > slowest[s])
                 slowest[s] = workers[w].seconds[s];
+        }
+        for (int kind = 0; kind < KIND_COUNT; kind++) {
+            pages += kind_pages[kind];
+            local += kind_local[kind];
         }
         local_pct[s] = pages ? 100.0 * (double)local / (double)pages : 100.0;
         lowest = local_pct[s] < lowest ? local_pct[s] : lowest;
         seconds += slowest[s];
-        printf("scenario %-8s threads=%d pages=%ld local_pages=%ld local_pct=%.2f seconds=%.6f\n",
-               scenario_names[s], worker_count, pages, local, local_pct[s], slowest[s]);
+        printf("scenario %-8s threads=%d pages=%ld local_pct=%.2f seconds=%.6f", scenario_names[s],
+               worker_count, pages, local_pct[s], slowest[s]);
+        for (int kind = 0; kind < KIND_COUNT; kind++)
+            printf(" %s=%ld/%ld", kind_names[kind], kind_local[kind], kind_pages[kind]);
+        printf("\n");
     }
     /* Each thread: one allocation per block in each scenario, one free per
      * block in remote and migrate. */

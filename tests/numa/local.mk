@@ -13,6 +13,7 @@ tests_numa_numa_home_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS)
 tests_numa_numa_home_LDADD = $(PTHREAD_LIBS)
 
 NUMA_GUEST_TESTS = \
+	tests/numa/guest_early.sh \
 	tests/numa/guest_first_touch.sh \
 	tests/numa/guest_hakmem_numactl.sh \
 	tests/numa/guest_membind.sh \

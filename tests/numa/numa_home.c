@@ -15,6 +15,9 @@
  *   onnode       hak_malloc_onnode(size, node) from threads on home and away
  *                puts the block on node, for every node, and hak_node_of says
  *                so; either thread may free it.
+ *   early        the main thread, on away, allocates before any other thread
+ *                exists (before hakmem knows the topology); then a thread on
+ *                home allocates every size: its blocks are on home.
  *
  * Exit status: 0 when every check passes, 1 when one fails, 77 when hakmem is
  * not the malloc or there are fewer than two nodes to run on, 99 when the
@@ -427,6 +430,55 @@ static void *onnode_side(void *argument)
     return NULL;
 }
 
+/* ---- early ---- */
+
+static void *home_allocates_after_early(void *unused)
+{
+    (void)unused;
+    if (!pin_or_fail(home))
+        return NULL;
+    printf("%-9s %6s %12s %8s %7s\n", "size", "blocks", "off-node", "pages", "local");
+    for (int s = 0; s < SIZE_COUNT; s++) {
+        struct block_set set;
+        set_init(&set, sizes[s], count_of(sizes[s]));
+        set_allocate(&set);
+        size_t elsewhere = count_not_on(set.blocks, set.count, home->id);
+        struct numa_census census = census_of(set.blocks, set.sizes, set.count);
+        double local = numa_local_percent(&census, home->id);
+        printf("%9zu %6zu %12zu %8ld %6.1f%%\n", sizes[s], set.count, elsewhere, census.pages,
+               local);
+        if (elsewhere > 0)
+            fail("early, %zu B: hak_node_of puts %zu of %zu blocks off node %d", sizes[s],
+                 elsewhere, set.count, home->id);
+        if (local < MIN_LOCAL_PERCENT)
+            fail("early, %zu B: %.1f%% of the pages on node %d, where the thread runs",
+                 sizes[s], local, home->id);
+        set_free(&set);
+    }
+    return NULL;
+}
+
+static int early(void)
+{
+    if (!numa_pin(away))
+        return EXIT_HARD_ERROR;
+    /* A few blocks of every kind but large, touched here, on away. */
+    struct block_set first[SIZE_COUNT - 1];
+    for (int s = 0; s < SIZE_COUNT - 1; s++) {
+        set_init(&first[s], sizes[s], 2);
+        set_allocate(&first[s]);
+    }
+    printf("main thread allocated on node %d; a thread on node %d allocates:\n", away->id,
+           home->id);
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, home_allocates_after_early, NULL) != 0)
+        return EXIT_HARD_ERROR;
+    pthread_join(thread, NULL);
+    for (int s = 0; s < SIZE_COUNT - 1; s++)
+        set_free(&first[s]);
+    return 0;
+}
+
 /* ---- main ---- */
 
 static int run_pair(void *(*home_thread)(void *), void *(*away_thread)(void *),
@@ -447,7 +499,7 @@ static int run_pair(void *(*home_thread)(void *), void *(*away_thread)(void *),
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: numa_home remote-free|migrate|onnode\n");
+        fprintf(stderr, "usage: numa_home remote-free|migrate|onnode|early\n");
         return 2;
     }
     node_of = (int (*)(const void *))dlsym(RTLD_DEFAULT, "hak_node_of");
@@ -475,6 +527,8 @@ int main(int argc, char **argv)
         status = run_pair(remote_free_home, remote_free_away, NULL, NULL);
     } else if (strcmp(argv[1], "onnode") == 0) {
         status = run_pair(onnode_side, onnode_side, (void *)(intptr_t)0, (void *)(intptr_t)1);
+    } else if (strcmp(argv[1], "early") == 0) {
+        status = early();
     } else if (strcmp(argv[1], "migrate") == 0) {
         pthread_t thread;
         status = pthread_create(&thread, NULL, migrate, NULL) == 0 ? 0 : EXIT_HARD_ERROR;
