@@ -32,6 +32,11 @@
 #define HAK_NOINLINE __attribute__((noinline))
 #define HAK_CACHE_LINE 64
 
+/* hakmem's locks guard a few list operations each: spin briefly before
+ * sleeping, since a sleep and wake-up cost more than the whole section
+ * (and much more on a loaded machine). */
+#define HAK_LOCK_INITIALIZER PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
+
 #define HAK_PAGE_SHIFT 12
 #define HAK_PAGE_SIZE ((size_t)1 << HAK_PAGE_SHIFT)
 #define HAK_CHUNK_SHIFT 21

@@ -16,6 +16,7 @@ struct hak_options hak_options = {
     .numa_policy = HAK_POLICY_PREFERRED,
     .interleave_bytes = 0,
     .stats = false,
+    .huge_pages = true,
 };
 
 enum option_type { OPT_BOOL, OPT_BYTES, OPT_U32, OPT_U64, OPT_CHOICE };
@@ -45,6 +46,8 @@ static const struct option table[] = {
      "free blocks a thread caches per L25 class (32 KiB-1 MiB)", NULL},
     {"HAKMEM_RING_BYTES", OPT_BYTES, &hak_options.ring_bytes,
      "bound on the bytes cached per Mid/L25 class and thread", NULL},
+    {"HAKMEM_HUGE_PAGES", OPT_BOOL, &hak_options.huge_pages,
+     "1: a process past 8 MiB of Mid/L25 chunks gets them in huge pages", NULL},
     {"HAKMEM_NUMA", OPT_CHOICE, &hak_options.numa, "auto: one backend per node; off: one", numa_modes},
     {"HAKMEM_NUMA_POLICY", OPT_CHOICE, &hak_options.numa_policy,
      "preferred (fall back to other nodes when full) or bind", numa_policies},

@@ -21,6 +21,7 @@ struct hak_options {
     uint32_t numa_policy; /* enum hak_numa_policy */
     size_t interleave_bytes; /* large blocks from this size spread over all nodes */
     bool stats;           /* print statistics at exit */
+    bool huge_pages;      /* transparent huge pages for busy PageArenas */
 };
 
 extern struct hak_options hak_options;

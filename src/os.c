@@ -40,6 +40,11 @@ void hak_os_unmap(void *addr, size_t size)
     hak_stat_add(HAK_STAT_UNMAPPED_BYTES, size);
 }
 
+void hak_os_advise_huge(void *addr, size_t size)
+{
+    madvise(addr, size, MADV_HUGEPAGE);
+}
+
 void hak_os_decommit(void *addr, size_t size)
 {
     madvise(addr, size, MADV_DONTNEED);

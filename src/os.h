@@ -10,6 +10,8 @@
  * page), or NULL with errno ENOMEM. */
 void *hak_os_map_aligned(size_t size, size_t align);
 void hak_os_unmap(void *addr, size_t size);
+/* Asks for transparent huge pages over the range (before first touch). */
+void hak_os_advise_huge(void *addr, size_t size);
 /* Gives the pages back; the range stays mapped and reads as zeros. */
 void hak_os_decommit(void *addr, size_t size);
 /* The kernel's memory policies (mbind(2)), over OS node ids below

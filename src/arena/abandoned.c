@@ -5,7 +5,7 @@
 static struct {
     pthread_mutex_t lock;
     struct hak_slab *lists[HAK_MAX_NODES][HAK_NUM_CLASSES];
-} abandoned = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} abandoned = {.lock = HAK_LOCK_INITIALIZER};
 
 void hak_abandoned_push(struct hak_slab *slab)
 {

@@ -17,7 +17,7 @@ struct hot_span_box {
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
 static struct hot_span_box boxes[HAK_MAX_NODES] = {
-    [0 ... HAK_MAX_NODES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER},
+    [0 ... HAK_MAX_NODES - 1] = {.lock = HAK_LOCK_INITIALIZER},
 };
 
 static size_t span_bytes(const struct hak_slab *span)
@@ -50,7 +50,12 @@ static void unlink_span(struct hot_span_box *box, struct hak_slab *span)
 static struct hak_slab *collect_evictions(struct hot_span_box *box, uint64_t now)
 {
     struct hak_slab *evicted = NULL;
-    while (box->oldest && (box->bytes > hak_options.hot_bytes ||
+    /* Over budget, go down to three quarters of it: one batch of evictions
+     * then, whose neighbouring spans share a madvise call, instead of one
+     * call per put (each call flushes every CPU's TLB for the process). */
+    size_t target = box->bytes > hak_options.hot_bytes ? hak_options.hot_bytes / 4 * 3
+                                                       : hak_options.hot_bytes;
+    while (box->oldest && (box->bytes > target ||
                            now >= box->oldest->freed_ms + hak_options.decay_ms)) {
         struct hak_slab *span = box->oldest;
         unlink_span(box, span);
@@ -60,14 +65,50 @@ static struct hak_slab *collect_evictions(struct hot_span_box *box, uint64_t now
     return evicted;
 }
 
+/* Sorts a list of spans by address (merge sort through next). */
+static struct hak_slab *sort_by_address(struct hak_slab *list)
+{
+    if (!list || !list->next)
+        return list;
+    struct hak_slab *half = list, *fast = list->next;
+    while (fast && fast->next) {
+        half = half->next;
+        fast = fast->next->next;
+    }
+    struct hak_slab *second = half->next;
+    half->next = NULL;
+    struct hak_slab *a = sort_by_address(list), *b = sort_by_address(second);
+    struct hak_slab head = {0}, *tail = &head;
+    while (a && b) {
+        struct hak_slab **smaller = a->start < b->start ? &a : &b;
+        tail->next = *smaller;
+        tail = *smaller;
+        *smaller = (*smaller)->next;
+    }
+    tail->next = a ? a : b;
+    return head.next;
+}
+
+/* Decommits evicted spans, one call per run of adjacent ones, and returns
+ * them to the PageArena. */
 static void release(struct hak_slab *evicted)
 {
+    evicted = sort_by_address(evicted);
     while (evicted) {
-        struct hak_slab *next = evicted->next;
-        hak_os_decommit(evicted->start, span_bytes(evicted));
-        hak_page_arena_free(evicted);
-        hak_stat_add(HAK_STAT_HOT_EVICTIONS, 1);
-        evicted = next;
+        char *run_start = evicted->start;
+        char *run_end = run_start;
+        struct hak_slab *span = evicted;
+        while (span && span->start == run_end) {
+            run_end += span_bytes(span);
+            span = span->next;
+        }
+        hak_os_decommit(run_start, (size_t)(run_end - run_start));
+        while (evicted != span) {
+            struct hak_slab *next = evicted->next;
+            hak_page_arena_free(evicted);
+            hak_stat_add(HAK_STAT_HOT_EVICTIONS, 1);
+            evicted = next;
+        }
     }
 }
 

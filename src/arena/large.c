@@ -19,7 +19,7 @@ struct large_cache {
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
 static struct large_cache caches[HAK_MAX_NODES] = {
-    [0 ... HAK_MAX_NODES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER},
+    [0 ... HAK_MAX_NODES - 1] = {.lock = HAK_LOCK_INITIALIZER},
 };
 
 static size_t round_to_page(size_t size)

@@ -13,7 +13,7 @@ static struct meta_state {
     void *free[META_SIZE_CLASSES];
     char *bump;
     char *bump_end;
-} meta = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} meta = {.lock = HAK_LOCK_INITIALIZER};
 
 static unsigned size_class(size_t size)
 {

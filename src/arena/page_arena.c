@@ -1,6 +1,7 @@
 #include "page_arena.h"
 
 #include "../numa/binding.h"
+#include "../options.h"
 #include "../os.h"
 #include "../stats.h"
 #include "meta.h"
@@ -9,6 +10,8 @@
 #define BITMAP_WORDS ((HAK_ARENA_PAGES + 63) / 64)
 /* Wholly free chunks an arena keeps mapped; more go back to the OS. */
 #define KEEP_FREE_CHUNKS 1
+/* Chunks created before huge pages are asked for (HAKMEM_HUGE_PAGES). */
+#define HUGE_PAGES_AFTER_CHUNKS 2
 
 struct page_arena {
     pthread_mutex_t lock;
@@ -18,7 +21,7 @@ struct page_arena {
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
 static struct page_arena arenas[HAK_MAX_NODES] = {
-    [0 ... HAK_MAX_NODES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER},
+    [0 ... HAK_MAX_NODES - 1] = {.lock = HAK_LOCK_INITIALIZER},
 };
 
 static struct hak_arena_chunk *chunk_of(const struct hak_slab *span)
@@ -85,6 +88,12 @@ static struct hak_slab *new_chunk(unsigned node)
         return NULL;
     }
     hak_numa_bind(chunk, HAK_ARENA_CHUNK_SIZE, node);
+    /* A process that keeps this much in Mid and L25 blocks faults its chunks
+     * in 2 MiB at a time; a small one never pays for zeroing a huge page. */
+    uint64_t chunks = atomic_load_explicit(&hak_stat_counters[HAK_STAT_ARENA_CHUNKS],
+                                           memory_order_relaxed);
+    if (hak_options.huge_pages && chunks >= HUGE_PAGES_AFTER_CHUNKS)
+        hak_os_advise_huge(chunk, HAK_ARENA_CHUNK_SIZE);
     chunk->head.kind = HAK_CHUNK_ARENA;
     chunk->head.node = node;
     chunk->head.map_size = HAK_ARENA_CHUNK_SIZE;

@@ -4,7 +4,7 @@
 
 _Atomic(hak_map_leaf *) hak_page_map_top[1 << HAK_MAP_TOP_BITS];
 
-static pthread_mutex_t leaf_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t leaf_lock = HAK_LOCK_INITIALIZER;
 
 static hak_map_leaf *leaf_for(uintptr_t unit)
 {

@@ -9,7 +9,7 @@ struct shared_pool {
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
 static struct shared_pool pools[HAK_MAX_NODES] = {
-    [0 ... HAK_MAX_NODES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER},
+    [0 ... HAK_MAX_NODES - 1] = {.lock = HAK_LOCK_INITIALIZER},
 };
 
 static void link_with_free(struct shared_pool *pool, struct hak_superslab *ss)

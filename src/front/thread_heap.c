@@ -28,7 +28,7 @@ static struct {
     struct hak_heap *live;
     _Atomic unsigned count;
     struct hak_class_stats retired[HAK_NUM_CLASSES];
-} registry = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} registry = {.lock = HAK_LOCK_INITIALIZER};
 
 /* ---- the heap's slab lists ---- */
 
