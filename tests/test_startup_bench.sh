@@ -48,7 +48,7 @@ for name in jemalloc:libjemalloc.so.2 mimalloc:libmimalloc.so.2 \
 done
 
 export HAKMEM_BUILD_DIR="$builddir"
-if ! "$tool" --quick --runs 6 --make-runs 1 --make-warmup 0 --files 4 \
+if ! "$tool" --quick --runs 10 --make-runs 1 --make-warmup 0 --files 4 \
         --case true,threads,make --json "$out/results.json" \
         --alloc "$allocators,slow=$out/libslow_start.so,missing=/nonexistent/libfoo.so" \
         >"$out/stdout" 2>"$out/stderr"; then
@@ -103,15 +103,16 @@ for case in ("true", "threads", "make"):
         failures.append("%s: glibc's ratio and difference against itself: %s"
                         % (case, rows["glibc"][-2:]))
 
+# Every run under slow sleeps 30 ms.  Its median against glibc's has a wide
+# margin: on a loaded machine a few runs take tens of ms longer.
 for case in ("true", "threads"):
     slow = report["results"].get(case, {}).get("slow")
     glibc = report["results"].get(case, {}).get("glibc")
-    # Less than 30: glibc's fastest run may be a little slower than the
-    # fastest run of slow's own start-up.
-    if slow and glibc and slow["min_ms"] - glibc["min_ms"] < 25:
-        failures.append("%s: a constructor sleeping 30 ms made start-up only %.2f ms slower: "
-                        "is the preload reaching the measured process?"
-                        % (case, slow["min_ms"] - glibc["min_ms"]))
+    if slow and glibc and (slow["min_ms"] < 30 or
+                           slow["median_ms"] - glibc["median_ms"] < 10):
+        failures.append("%s: a constructor sleeping 30 ms: fastest run %.2f ms, median %.2f ms "
+                        "slower than glibc's: is the preload reaching the measured process?"
+                        % (case, slow["min_ms"], slow["median_ms"] - glibc["median_ms"]))
 if "skipping missing" not in stderr:
     failures.append("the missing allocator was not reported:\n" + stderr)
 
