@@ -23,7 +23,11 @@ NUMA_GUEST_TESTS = \
 	tests/numa/guest_placement.sh \
 	tests/numa/guest_remote_free.sh
 EXTRA_DIST += tools/numa-vm tests/numa/check-numa.sh tests/numa/run-suite.sh \
-	$(NUMA_GUEST_TESTS)
+	$(NUMA_GUEST_TESTS) tests/numa/test_numa_locality.sh
+
+# bench/numa_locality on this machine (one node here): its output and its
+# local shares, under glibc and hakmem.
+TESTS += tests/numa/test_numa_locality.sh
 CLEANFILES += tests/numa/test-suite.log
 
 # Node counts to boot guests with, and the seconds each guest may take.
