@@ -28,8 +28,8 @@ src_libhakmem_la_SOURCES = \
 	src/numa/sysfs.c src/numa/sysfs.h \
 	src/numa/topology.c src/numa/topology.h
 src_libhakmem_la_CPPFLAGS = -D_GNU_SOURCE -I$(top_srcdir)/include -I$(top_builddir) $(HWLOC_CFLAGS)
-src_libhakmem_la_CFLAGS = $(AM_CFLAGS) $(HAKMEM_CFLAGS) $(WARN_CFLAGS)
-src_libhakmem_la_LDFLAGS = -version-info 0:0:0 -no-undefined \
+src_libhakmem_la_CFLAGS = $(AM_CFLAGS) $(HAKMEM_CFLAGS)
+src_libhakmem_la_LDFLAGS = -version-info 0:0:0 -no-undefined -Wl,--no-undefined \
 	-Wl,--version-script=$(top_srcdir)/src/hakmem.map
 # hwloc is opened with dlopen when a process needs the topology.
 src_libhakmem_la_LIBADD = -lpthread -ldl
