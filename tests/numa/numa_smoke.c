@@ -376,6 +376,8 @@ int main(int argc, char **argv)
         pthread_join(threads[w], NULL);
 
     int short_rows = report(workers, worker_count, min_local_percent);
+    /* The table before the messages on stderr, when both go to one pipe. */
+    fflush(stdout);
     int failures = check(workers, worker_count, (int)expected_node);
     if (short_rows > 0)
         fprintf(stderr, "numa_smoke: %d rows below %.1f%% local\n", short_rows,
