@@ -41,7 +41,7 @@ bench_numa_locality_LDADD = $(BENCH_LIBS)
 
 # The comparison tool runs the programs above; it lives here rather than in
 # tools/local.mk so that the two fragments are edited by one owner each.
-# startup-bench is installed beside it, which imports it for its startup:* rows.
+# startup-bench is installed beside it: hakmem-compare loads it for its startup:* rows.
 dist_bin_SCRIPTS = tools/hakmem-compare tools/startup-bench
 TESTS += tests/test_bench_programs.sh tests/test_compare.sh tests/test_startup_bench.sh
 EXTRA_DIST += tests/test_bench_programs.sh tests/test_compare.sh tests/test_startup_bench.sh
