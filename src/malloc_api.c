@@ -11,6 +11,7 @@
 #include "front/thread_heap.h"
 #include "hakmem.h"
 #include "internal.h"
+#include "numa/binding.h"
 #include "numa/node.h"
 #include "os.h"
 
@@ -241,12 +242,16 @@ static int node_index(int os_node)
 HAK_API void *hak_malloc_onnode(size_t size, int node)
 {
     hak_init();
+    /* A caller that names nodes needs them known now, not at a refill. */
+    hak_numa_discover();
+    hak_numa_place_early_memory();
     int index = node_index(node);
     if (index < 0) {
         errno = EINVAL;
         return NULL;
     }
-    if ((unsigned)index == hak_tls.node)
+    /* The thread's own caches only when they are on its current node. */
+    if ((unsigned)index == hak_tls.node && (unsigned)index == hak_numa_thread_node())
         return alloc(size);
     if (size > HAK_L25_MAX)
         return size > PTRDIFF_MAX ? fail_nomem() : hak_large_alloc(size, HAK_PAGE_SIZE, (unsigned)index, false);

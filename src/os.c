@@ -98,6 +98,13 @@ size_t hak_os_copy_readable(void *dst, const void *src, size_t size)
     return copied;
 }
 
+void hak_os_mbind_move(void *addr, size_t size, enum hak_os_mpol mode, const unsigned long *mask)
+{
+    enum { MPOL_MF_MOVE_FLAG = 1 << 1 };
+    syscall(SYS_mbind, addr, size, (int)mode, mask, (unsigned long)HAK_OS_MAX_NODES + 1,
+            MPOL_MF_MOVE_FLAG);
+}
+
 uint64_t hak_os_now_ms(void)
 {
     struct timespec ts;

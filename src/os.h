@@ -22,6 +22,8 @@ enum hak_os_mpol { HAK_OS_MPOL_PREFERRED = 1, HAK_OS_MPOL_BIND = 2, HAK_OS_MPOL_
 /* Sets the policy of a fresh range before first touch; silently does
  * nothing where the kernel has no NUMA support. */
 void hak_os_mbind(void *addr, size_t size, enum hak_os_mpol mode, const unsigned long *mask);
+/* The same for a range already in use: its pages move to the new nodes. */
+void hak_os_mbind_move(void *addr, size_t size, enum hak_os_mpol mode, const unsigned long *mask);
 /* Extends a mapping where the address space after it is free; false when
  * it is not. */
 bool hak_os_grow_in_place(void *addr, size_t old_size, size_t new_size);

@@ -52,6 +52,23 @@ void hak_page_map_clear(void *base, size_t size)
     set_range(base, size, NULL);
 }
 
+void hak_page_map_for_each_chunk(void (*visit)(struct hak_chunk_head *chunk))
+{
+    for (uintptr_t top = 0; top < (1u << HAK_MAP_TOP_BITS); top++) {
+        hak_map_leaf *leaf = atomic_load_explicit(&hak_page_map_top[top], memory_order_acquire);
+        if (!leaf)
+            continue;
+        for (uintptr_t i = 0; i < (1u << HAK_MAP_LEAF_BITS); i++) {
+            struct hak_chunk_head *chunk =
+                atomic_load_explicit(&(*leaf)[i], memory_order_acquire);
+            uintptr_t unit_base = ((top << HAK_MAP_LEAF_BITS) | i) << HAK_CHUNK_SHIFT;
+            /* A chunk spanning several units is visited at its first. */
+            if (chunk && (uintptr_t)chunk == unit_base)
+                visit(chunk);
+        }
+    }
+}
+
 void hak_page_map_lock(void)
 {
     pthread_mutex_lock(&leaf_lock);

@@ -38,6 +38,8 @@ static inline struct hak_slab *hak_chunk_slab(struct hak_chunk_head *chunk, cons
  * table could not be allocated. */
 bool hak_page_map_set(void *base, size_t size, struct hak_chunk_head *chunk);
 void hak_page_map_clear(void *base, size_t size);
+/* Calls visit once for every chunk registered now. */
+void hak_page_map_for_each_chunk(void (*visit)(struct hak_chunk_head *chunk));
 /* Held across fork(). */
 void hak_page_map_lock(void);
 void hak_page_map_unlock(void);

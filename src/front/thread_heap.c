@@ -11,6 +11,7 @@
 #include "../arena/page_map.h"
 #include "../arena/shared_pool.h"
 #include "../arena/slab.h"
+#include "../numa/binding.h"
 #include "../numa/node.h"
 #include "../options.h"
 #include "../stats.h"
@@ -214,8 +215,10 @@ static void maybe_discover_topology(void)
                                            memory_order_relaxed);
     if (atomic_load_explicit(&registry.count, memory_order_relaxed) < 2 && mapped < DISCOVERY_BYTES)
         return;
-    atomic_store_explicit(&topology_checked, true, memory_order_relaxed);
+    /* Waits while another thread discovers: set the flag only after. */
     hak_numa_discover();
+    hak_numa_place_early_memory();
+    atomic_store_explicit(&topology_checked, true, memory_order_relaxed);
 }
 
 static void move_to_node(struct hak_heap *heap, unsigned node);

@@ -1,23 +1,47 @@
 #include "binding.h"
 
+#include "../arena/page_map.h"
 #include "../internal.h"
 #include "../options.h"
 #include "../os.h"
 #include "node.h"
 
-void hak_numa_bind(void *addr, size_t size, unsigned node)
+static enum hak_os_mpol policy(void)
 {
-    if (hak_numa_node_count() <= 1)
-        return;
-    unsigned long mask[HAK_OS_NODEMASK_WORDS] = {0};
+    return hak_options.numa_policy == HAK_POLICY_BIND ? HAK_OS_MPOL_BIND : HAK_OS_MPOL_PREFERRED;
+}
+
+/* False for a node mbind cannot name. */
+static bool node_mask(unsigned node, unsigned long mask[HAK_OS_NODEMASK_WORDS])
+{
     unsigned os_node = hak_numa_os_node(node);
     if (os_node >= HAK_OS_MAX_NODES)
-        return;
+        return false;
+    for (unsigned i = 0; i < HAK_OS_NODEMASK_WORDS; i++)
+        mask[i] = 0;
     mask[os_node / (8 * sizeof(long))] = 1UL << (os_node % (8 * sizeof(long)));
-    hak_os_mbind(addr, size,
-                 hak_options.numa_policy == HAK_POLICY_BIND ? HAK_OS_MPOL_BIND
-                                                            : HAK_OS_MPOL_PREFERRED,
-                 mask);
+    return true;
+}
+
+void hak_numa_bind(void *addr, size_t size, unsigned node)
+{
+    unsigned long mask[HAK_OS_NODEMASK_WORDS];
+    if (hak_numa_node_count() > 1 && node_mask(node, mask))
+        hak_os_mbind(addr, size, policy(), mask);
+}
+
+static void place_on_node_zero(struct hak_chunk_head *chunk)
+{
+    unsigned long mask[HAK_OS_NODEMASK_WORDS];
+    if (chunk->node == 0 && node_mask(0, mask))
+        hak_os_mbind_move(chunk, chunk->map_size, policy(), mask);
+}
+
+void hak_numa_place_early_memory(void)
+{
+    static atomic_bool done;
+    if (hak_numa_node_count() > 1 && !atomic_exchange(&done, true))
+        hak_page_map_for_each_chunk(place_on_node_zero);
 }
 
 void hak_numa_interleave(void *addr, size_t size)

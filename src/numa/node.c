@@ -5,6 +5,8 @@
 #if HAKMEM_HAVE_NUMA
 
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <time.h>
 
 #include "../options.h"
 #include "cpu.h"
@@ -49,6 +51,25 @@ static struct hak_numa_map *build_map(void)
     return map;
 }
 
+static __thread bool discovering_here __attribute__((tls_model("initial-exec")));
+
+/* A thread that would otherwise take memory as node 0 while another thread
+ * loads the topology waits for it, but not forever: it may hold a lock the
+ * discovering thread needs (the dynamic loader's, if it allocates from
+ * inside dlopen), and then it goes on as node 0 after the wait. */
+static void wait_for_other_thread(void)
+{
+    enum { WAIT_US = 2000000, STEP_US = 200 };
+    if (discovering_here)
+        return;
+    for (unsigned waited = 0; waited < WAIT_US; waited += STEP_US) {
+        if (atomic_load_explicit(&discovery, memory_order_acquire) != DISCOVERY_RUNNING)
+            return;
+        struct timespec step = {0, STEP_US * 1000};
+        nanosleep(&step, NULL);
+    }
+}
+
 void hak_numa_discover(void)
 {
     /* The state alone makes this safe to re-enter: hwloc's allocations on
@@ -56,9 +77,13 @@ void hak_numa_discover(void)
      * published every query answers as on one node. */
     int expected = DISCOVERY_PENDING;
     if (atomic_load_explicit(&discovery, memory_order_relaxed) != DISCOVERY_PENDING ||
-        !atomic_compare_exchange_strong(&discovery, &expected, DISCOVERY_RUNNING))
+        !atomic_compare_exchange_strong(&discovery, &expected, DISCOVERY_RUNNING)) {
+        wait_for_other_thread();
         return;
+    }
+    discovering_here = true;
     struct hak_numa_map *map = build_map();
+    discovering_here = false;
     if (map && map->node_count > 1)
         atomic_store_explicit(&published, map, memory_order_release);
     else if (map)
