@@ -1,0 +1,110 @@
+/* What the reliability stress tests share: their duration, and the check
+ * that memory stays bounded once the workload has reached its steady state.
+ */
+#ifndef HAKMEM_TESTS_RELIABILITY_STRESS_H
+#define HAKMEM_TESTS_RELIABILITY_STRESS_H
+
+#include <stdlib.h>
+
+#include "../harness.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ADDRESS_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ADDRESS_SANITIZER 1
+#endif
+#endif
+#ifndef UNDER_ADDRESS_SANITIZER
+#define UNDER_ADDRESS_SANITIZER 0
+#endif
+
+/* The run's length in seconds: HAKMEM_STRESS_SECONDS when set (valgrind
+ * runs ask for less), else default_seconds. */
+static inline double stress_seconds(double default_seconds)
+{
+    const char *text = getenv("HAKMEM_STRESS_SECONDS");
+    char *end;
+
+    if (text == NULL || *text == '\0') {
+        return default_seconds;
+    }
+    double seconds = strtod(text, &end);
+    if (*end != '\0' || !(seconds > 0)) {
+        hard_error("HAKMEM_STRESS_SECONDS=%s is not a positive number of seconds", text);
+    }
+    return seconds;
+}
+
+/* Memory must stay bounded: after the first quarter of a run, the steady
+ * state, the resident set may exceed the baseline set then by half and a
+ * slack, and at no time exceed what the allocator can need for the live data
+ * (a factor for size-class rounding and per-thread caches, plus the slack).
+ * Valgrind and the sanitizers keep their own books in the same process, so
+ * their runs only verify the data. */
+#define RSS_SLACK (64 * MiB)
+#define RSS_PER_LIVE_BYTE 3
+#define RSS_WARMUP_FRACTION 0.25
+
+struct rss_watch {
+    size_t baseline;
+    size_t peak;
+    size_t peak_live;
+    size_t samples;
+    int warmed_up;
+};
+
+static inline int rss_is_meaningful(void)
+{
+    return !under_valgrind() && !UNDER_ADDRESS_SANITIZER;
+}
+
+/* elapsed_fraction: how much of the run is over, from 0 to 1; live: the
+ * bytes the test holds now. */
+static inline void rss_watch_sample(struct rss_watch *watch, double elapsed_fraction, size_t live)
+{
+    size_t rss = rss_bytes();
+
+    if (getenv("HAKMEM_STRESS_TRACE") != NULL) {
+        printf("%.2f: RSS %zu MiB, live %zu MiB\n", elapsed_fraction, rss / MiB, live / MiB);
+    }
+    if (live > watch->peak_live) {
+        watch->peak_live = live;
+    }
+    if (!watch->warmed_up) {
+        if (elapsed_fraction >= RSS_WARMUP_FRACTION) {
+            watch->baseline = rss;
+            watch->peak = rss;
+            watch->warmed_up = 1;
+        }
+        return;
+    }
+    watch->samples++;
+    if (rss > watch->peak) {
+        watch->peak = rss;
+    }
+}
+
+static inline void rss_watch_check(const struct rss_watch *watch, const char *name)
+{
+    if (!rss_is_meaningful()) {
+        printf("%s: RSS not checked under valgrind or a sanitizer\n", name);
+        return;
+    }
+    if (!watch->warmed_up || watch->samples == 0) {
+        hard_error("%s: the run ended before RSS was sampled", name);
+    }
+    size_t growth_bound = watch->baseline + watch->baseline / 2 + RSS_SLACK;
+    size_t live_bound = RSS_PER_LIVE_BYTE * watch->peak_live + RSS_SLACK;
+    printf("%s: RSS %zu MiB after warm-up, peak %zu MiB after it, for at most %zu MiB live "
+           "(bounds %zu and %zu MiB)\n",
+           name, watch->baseline / MiB, watch->peak / MiB, watch->peak_live / MiB,
+           growth_bound / MiB, live_bound / MiB);
+    CHECK(watch->peak <= growth_bound,
+          "%s: RSS grew from %zu MiB after warm-up to %zu MiB: memory is not reused", name,
+          watch->baseline / MiB, watch->peak / MiB);
+    CHECK(watch->peak <= live_bound, "%s: RSS reached %zu MiB for at most %zu MiB of live data",
+          name, watch->peak / MiB, watch->peak_live / MiB);
+}
+
+#endif
