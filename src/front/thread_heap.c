@@ -282,6 +282,8 @@ static void *take_block(struct hak_heap *heap, unsigned cls)
     return block;
 }
 
+#define REFILL_BYTES (32u << 10)
+
 void *hak_heap_refill(struct hak_heap *heap, unsigned cls)
 {
     if (heap == &hak_empty_heap) {
@@ -305,8 +307,13 @@ void *hak_heap_refill(struct hak_heap *heap, unsigned cls)
         errno = ENOMEM;
         return NULL;
     }
-    /* Half the cache, so that it neither refills nor flushes again soon. */
+    /* Half the cache, so that it neither refills nor flushes again soon,
+     * but no more than 32 KiB: linking a block in writes to it, and pages of
+     * big blocks should be touched only when they are handed out. */
     uint32_t batch = heap->limit[cls] / 2;
+    uint32_t by_bytes = REFILL_BYTES / hak_class_size[cls];
+    if (batch > by_bytes)
+        batch = by_bytes;
     void *head = heap->head[cls];
     uint32_t taken = 0;
     for (; taken < batch; taken++) {
