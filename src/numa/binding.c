@@ -1,5 +1,8 @@
 #include "binding.h"
 
+#include <sched.h>
+#include <stdatomic.h>
+
 #include "../arena/page_map.h"
 #include "../internal.h"
 #include "../options.h"
@@ -39,9 +42,20 @@ static void place_on_node_zero(struct hak_chunk_head *chunk)
 
 void hak_numa_place_early_memory(void)
 {
-    static atomic_bool done;
-    if (hak_numa_node_count() > 1 && !atomic_exchange(&done, true))
+    enum { NOT_YET, MOVING, PLACED };
+    static _Atomic int state = NOT_YET;
+    if (hak_numa_node_count() <= 1)
+        return;
+    int expected = NOT_YET;
+    if (atomic_compare_exchange_strong(&state, &expected, MOVING)) {
         hak_page_map_for_each_chunk(place_on_node_zero);
+        atomic_store_explicit(&state, PLACED, memory_order_release);
+        return;
+    }
+    /* Others wait: their next blocks may come from memory being moved.  The
+     * move takes no lock, so waiting cannot deadlock. */
+    while (atomic_load_explicit(&state, memory_order_acquire) == MOVING)
+        sched_yield();
 }
 
 void hak_numa_interleave(void *addr, size_t size)

@@ -59,7 +59,7 @@ static __thread bool discovering_here __attribute__((tls_model("initial-exec")))
  * inside dlopen), and then it goes on as node 0 after the wait. */
 static void wait_for_other_thread(void)
 {
-    enum { WAIT_US = 2000000, STEP_US = 200 };
+    enum { WAIT_US = 10000000, STEP_US = 200 };
     if (discovering_here)
         return;
     for (unsigned waited = 0; waited < WAIT_US; waited += STEP_US) {
