@@ -158,7 +158,8 @@ tests/reliability/build-settings.sh: Makefile
 reliability_scripts = \
 	tests/reliability/fuzz_replay.sh \
 	tests/reliability/fuzz_libfuzzer.sh \
-	tests/reliability/valgrind_stress.sh
+	tests/reliability/valgrind_stress.sh \
+	tests/reliability/real_programs.sh
 
 check_PROGRAMS += $(reliability_sanitized_tests) $(reliability_hakmem_tests) \
 	tests/reliability/sanitized_fuzz_replay tests/reliability/fuzz_replay \
