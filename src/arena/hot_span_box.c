@@ -78,15 +78,15 @@ static struct hak_slab *sort_by_address(struct hak_slab *list)
     struct hak_slab *second = half->next;
     half->next = NULL;
     struct hak_slab *a = sort_by_address(list), *b = sort_by_address(second);
-    struct hak_slab head = {0}, *tail = &head;
+    struct hak_slab *head = NULL, **tail = &head;
     while (a && b) {
         struct hak_slab **smaller = a->start < b->start ? &a : &b;
-        tail->next = *smaller;
-        tail = *smaller;
+        *tail = *smaller;
+        tail = &(*smaller)->next;
         *smaller = (*smaller)->next;
     }
-    tail->next = a ? a : b;
-    return head.next;
+    *tail = a ? a : b;
+    return head;
 }
 
 /* Decommits evicted spans, one call per run of adjacent ones, and returns
