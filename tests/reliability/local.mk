@@ -169,5 +169,11 @@ TESTS += $(reliability_sanitized_tests) $(reliability_hakmem_tests) $(reliabilit
 EXTRA_DIST += $(reliability_scripts) tests/reliability/hak_names.h tests/reliability/stress.h \
 	tests/reliability/make_corpus.py tests/reliability/corpus
 CLEANFILES += tests/reliability/standard_names.txt tests/reliability/libhakmem_hak_only.a \
-	tests/reliability/build-settings.sh tests/reliability/libfuzzer/*.o \
-	tests/reliability/libfuzzer/fuzz_api
+	tests/reliability/build-settings.sh
+
+# fuzz_libfuzzer.sh's work directories (objects, the grown corpus, logs,
+# crash artifacts): whole directories, which CLEANFILES cannot remove.
+clean-local: clean-reliability-fuzz
+clean-reliability-fuzz:
+	-rm -rf tests/reliability/libfuzzer tests/reliability/fuzz-artifacts
+.PHONY: clean-reliability-fuzz
