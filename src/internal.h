@@ -212,7 +212,6 @@ struct hak_class_stats {
 /* A list of slabs linked through next/prev. */
 struct hak_slab_list {
     struct hak_slab *head;
-    uint32_t count;
 };
 
 /* One per thread.  The fast paths touch head[] and room[] only: for the

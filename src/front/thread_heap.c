@@ -40,7 +40,6 @@ static void list_push(struct hak_slab_list *list, struct hak_slab *slab)
     if (list->head)
         list->head->prev = slab;
     list->head = slab;
-    list->count++;
 }
 
 static void list_remove(struct hak_slab_list *list, struct hak_slab *slab)
@@ -52,7 +51,6 @@ static void list_remove(struct hak_slab_list *list, struct hak_slab *slab)
     if (slab->next)
         slab->next->prev = slab->prev;
     slab->next = slab->prev = NULL;
-    list->count--;
 }
 
 static struct hak_slab *list_pop(struct hak_slab_list *list)
