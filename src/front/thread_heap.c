@@ -213,10 +213,13 @@ static void maybe_discover_topology(void)
                                            memory_order_relaxed);
     if (atomic_load_explicit(&registry.count, memory_order_relaxed) < 2 && mapped < DISCOVERY_BYTES)
         return;
-    /* Waits while another thread discovers: set the flag only after. */
+    /* Waits while another thread discovers: set the flag only after, and
+     * not from hwloc's own allocations in the middle of it, or other threads
+     * would stop waiting and take node-0 memory. */
     hak_numa_discover();
     hak_numa_place_early_memory();
-    atomic_store_explicit(&topology_checked, true, memory_order_relaxed);
+    if (hak_numa_discovery_settled())
+        atomic_store_explicit(&topology_checked, true, memory_order_relaxed);
 }
 
 static void move_to_node(struct hak_heap *heap, unsigned node);

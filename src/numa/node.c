@@ -91,6 +91,12 @@ void hak_numa_discover(void)
     atomic_store_explicit(&discovery, DISCOVERY_DONE, memory_order_release);
 }
 
+bool hak_numa_discovery_settled(void)
+{
+    int state = atomic_load_explicit(&discovery, memory_order_acquire);
+    return state == DISCOVERY_UNNEEDED || state == DISCOVERY_DONE;
+}
+
 unsigned hak_numa_node_count(void)
 {
     const struct hak_numa_map *map = atomic_load_explicit(&published, memory_order_acquire);
@@ -117,6 +123,11 @@ unsigned hak_numa_os_node(unsigned index)
 void hak_numa_init(void) {}
 
 void hak_numa_discover(void) {}
+
+bool hak_numa_discovery_settled(void)
+{
+    return true;
+}
 
 unsigned hak_numa_node_count(void)
 {

@@ -11,6 +11,8 @@
 #ifndef HAK_NODE_H
 #define HAK_NODE_H
 
+#include <stdbool.h>
+
 /* Start-up: reads /sys/devices/system/node/online, after the options are
  * loaded.  No malloc. */
 void hak_numa_init(void);
@@ -21,6 +23,10 @@ void hak_numa_init(void);
  * those allocations (on this thread or others) see one node and go on.
  * Other threads do not wait for it. */
 void hak_numa_discover(void);
+
+/* True once discovery has finished or is not needed: false while it is
+ * pending or running (also for hwloc's own allocations during it). */
+bool hak_numa_discovery_settled(void);
 
 /* 1 ... HAK_MAX_NODES; once above 1, it stays at its value. */
 unsigned hak_numa_node_count(void);
