@@ -35,7 +35,7 @@ static struct hak_slab *alloc_span(uint32_t pages)
 {
     struct hak_slab *span = hak_page_arena_alloc(0, pages);
     if (!span)
-        unit_hard_error("hak_page_arena_alloc(0, %u) failed", pages);
+        hard_error("hak_page_arena_alloc(0, %u) failed", pages);
     return span;
 }
 
@@ -75,8 +75,8 @@ static void check_span(struct hak_slab *span, uint32_t pages)
     for (uint32_t p = 0; p < HAK_ARENA_HEADER_PAGES; p++)
         CHECK(page_owner(span, p) == &hak_invalid_slab, "header page %u is not invalid", p);
     size_t bytes = (size_t)pages * HAK_PAGE_SIZE;
-    size_t dirty = unit_nonzero_offset(span->start, bytes);
-    CHECK(dirty == bytes, "span of %u pages handed out dirty at offset %zu", pages, dirty);
+    size_t dirty = nonzero_offset(span->start, bytes);
+    CHECK(dirty == PATTERN_INTACT, "span of %u pages handed out dirty at offset %zu", pages, dirty);
 }
 
 static void check_disjoint(struct hak_slab **spans, size_t count)
@@ -92,15 +92,15 @@ static void check_disjoint(struct hak_slab **spans, size_t count)
 static void fill_spans(struct hak_slab **spans, size_t count)
 {
     for (size_t i = 0; i < count; i++)
-        unit_fill(spans[i]->start, (size_t)spans[i]->pages * HAK_PAGE_SIZE, (unsigned)i);
+        fill_pattern(spans[i]->start, (size_t)spans[i]->pages * HAK_PAGE_SIZE, (unsigned)i);
 }
 
 static void check_spans_filled(struct hak_slab **spans, size_t count)
 {
     for (size_t i = 0; i < count; i++) {
         size_t bytes = (size_t)spans[i]->pages * HAK_PAGE_SIZE;
-        size_t bad = unit_pattern_mismatch(spans[i]->start, bytes, (unsigned)i);
-        CHECK(bad == bytes, "span %zu was overwritten at offset %zu", i, bad);
+        size_t bad = pattern_mismatch(spans[i]->start, bytes, (unsigned)i);
+        CHECK(bad == PATTERN_INTACT, "span %zu was overwritten at offset %zu", i, bad);
     }
 }
 
@@ -238,8 +238,8 @@ static void test_hot_take_back(void)
     struct hak_slab *b = alloc_span(8);
     struct hak_slab *c = alloc_span(3);
     char *a_start = a->start;
-    unit_fill(a->start, 8 * HAK_PAGE_SIZE, 1);
-    unit_fill(b->start, 8 * HAK_PAGE_SIZE, 2);
+    fill_pattern(a->start, 8 * HAK_PAGE_SIZE, 1);
+    fill_pattern(b->start, 8 * HAK_PAGE_SIZE, 2);
 
     hak_hot_span_put(a);
     CHECK(hak_hot_span_take(0, 7) == NULL && hak_hot_span_take(0, 9) == NULL,
@@ -247,7 +247,7 @@ static void test_hot_take_back(void)
     struct hak_slab *again = hak_hot_span_take(0, 8);
     CHECK(again == a && again->start == a_start, "put then take of 8 pages gave another span");
     CHECK(hak_hot_span_take(0, 8) == NULL, "the box gave a span it no longer holds");
-    CHECK(unit_pattern_mismatch(a_start, 8 * HAK_PAGE_SIZE, 1) == 8 * HAK_PAGE_SIZE,
+    CHECK(pattern_mismatch(a_start, 8 * HAK_PAGE_SIZE, 1) == PATTERN_INTACT,
           "a hot span lost its contents: it should stay resident");
 
     /* The most recently freed (hottest) comes back first. */
@@ -278,7 +278,7 @@ static void test_hot_budget(void)
     for (unsigned i = 0; i < SPANS; i++) {
         spans[i] = alloc_span(PAGES);
         starts[i] = spans[i]->start;
-        unit_fill(starts[i], span_bytes, 10 + i);
+        fill_pattern(starts[i], span_bytes, 10 + i);
     }
     for (unsigned i = 0; i < SPANS; i++)
         if (spans[i]->chunk != guard->chunk) {
@@ -293,10 +293,10 @@ static void test_hot_budget(void)
           "%llu evictions for %u spans over a budget of %u",
           (unsigned long long)(counter(HAK_STAT_HOT_EVICTIONS) - evictions), SPANS, KEPT);
     for (unsigned i = 0; i < SPANS - KEPT; i++)
-        CHECK(unit_nonzero_offset(starts[i], span_bytes) == span_bytes,
+        CHECK(nonzero_offset(starts[i], span_bytes) == PATTERN_INTACT,
               "evicted span %u was not decommitted", i);
     for (unsigned i = SPANS - KEPT; i < SPANS; i++)
-        CHECK(unit_pattern_mismatch(starts[i], span_bytes, 10 + i) == span_bytes,
+        CHECK(pattern_mismatch(starts[i], span_bytes, 10 + i) == PATTERN_INTACT,
               "span %u within the budget lost its contents", i);
 
     for (unsigned i = SPANS; i-- > SPANS - KEPT;) {
@@ -312,10 +312,10 @@ static void test_hot_budget(void)
     hak_options.hot_bytes = 0;
     struct hak_slab *span = alloc_span(PAGES);
     char *start = span->start;
-    unit_fill(start, span_bytes, 99);
+    fill_pattern(start, span_bytes, 99);
     hak_hot_span_put(span);
     CHECK(hak_hot_span_take(0, PAGES) == NULL, "a zero budget kept a span");
-    CHECK(unit_nonzero_offset(start, span_bytes) == span_bytes,
+    CHECK(nonzero_offset(start, span_bytes) == PATTERN_INTACT,
           "a span put with a zero budget was not decommitted");
 
     free_span(guard);
@@ -334,10 +334,10 @@ static void test_hot_too_long(void)
         CHECK(false, "the long span is not in the chunk of the span allocated before it");
         return;
     }
-    unit_fill(start, bytes, 7);
+    fill_pattern(start, bytes, 7);
     hak_hot_span_put(span);
     CHECK(hak_hot_span_take(0, pages) == NULL, "a span of %u pages was kept hot", pages);
-    CHECK(unit_nonzero_offset(start, bytes) == bytes, "a too-long span was not decommitted");
+    CHECK(nonzero_offset(start, bytes) == PATTERN_INTACT, "a too-long span was not decommitted");
     free_span(guard);
 }
 
@@ -349,7 +349,7 @@ int main(void)
         /* A runtime loaded before main (a sanitizer, a preload) allocated
          * Mid or L25 blocks: the layout checks below would not hold. */
         fprintf(stderr, "SKIP: node 0's arena was used before the test started\n");
-        return UNIT_EXIT_SKIP;
+        return EXIT_SKIP;
     }
     /* Only the byte budget evicts, however slowly the test runs. */
     hak_options.decay_ms = 3600 * 1000;
@@ -358,5 +358,5 @@ int main(void)
     test_hot_take_back();
     test_hot_budget();
     test_hot_too_long();
-    return unit_result("test_page_arena");
+    return test_result("test_page_arena");
 }

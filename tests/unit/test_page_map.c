@@ -18,7 +18,7 @@ static char *reserve_units(size_t units)
     size_t size = (units + 3) * UNIT;
     char *raw = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (raw == MAP_FAILED)
-        unit_hard_error("cannot reserve %zu bytes of address space", size);
+        hard_error("cannot reserve %zu bytes of address space", size);
     return (char *)(((uintptr_t)raw + 2 * UNIT - 1) & ~(uintptr_t)(UNIT - 1));
 }
 
@@ -145,7 +145,7 @@ static void test_own_blocks(void)
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         char *block = malloc(sizes[i]);
         if (!block)
-            unit_hard_error("malloc(%zu) failed", sizes[i]);
+            hard_error("malloc(%zu) failed", sizes[i]);
         struct hak_chunk_head *chunk = hak_page_map_lookup(block);
         CHECK(chunk != NULL, "malloc(%zu) = %p is not in the page map", sizes[i], (void *)block);
         if (chunk) {
@@ -168,5 +168,5 @@ int main(void)
     test_leaf_boundary();
     test_addresses_never_mapped();
     test_own_blocks();
-    return unit_result("test_page_map");
+    return test_result("test_page_map");
 }

@@ -66,13 +66,13 @@ static void *free_all(void *arg)
     if (round->freer == FREER_WITH_HEAP) {
         own = malloc(24);
         if (!own)
-            unit_hard_error("malloc(24) in the freeing thread failed");
+            hard_error("malloc(24) in the freeing thread failed");
     }
     for (size_t c = 0; c < CASES; c++) {
         for (unsigned i = 0; i < cases[c].count; i++) {
             void *block = round->blocks[c][i];
-            size_t bad = unit_pattern_mismatch(block, cases[c].size, seed_of(round->freer, c, i));
-            CHECK(bad == cases[c].size, "%s: %zu B block %u changed at offset %zu before its free",
+            size_t bad = pattern_mismatch(block, cases[c].size, seed_of(round->freer, c, i));
+            CHECK(bad == PATTERN_INTACT, "%s: %zu B block %u changed at offset %zu before its free",
                   freer_names[round->freer], cases[c].size, i, bad);
             free(block);
         }
@@ -99,14 +99,14 @@ static void check_reuse(struct round *round, size_t c)
     unsigned limit = cs->count + hak_class_span_bytes[cls] / hak_class_size[cls] + 64;
     void **again = calloc(limit, sizeof(void *));
     if (!again)
-        unit_hard_error("calloc failed");
+        hard_error("calloc failed");
     qsort(round->blocks[c], cs->count, sizeof(void *), compare_pointers);
 
     unsigned taken = 0, reused = 0;
     while (taken < limit && (taken < cs->count || reused == 0)) {
         void *block = malloc(cs->size);
         if (!block)
-            unit_hard_error("malloc(%zu) failed", cs->size);
+            hard_error("malloc(%zu) failed", cs->size);
         again[taken++] = block;
         if (bsearch(&block, round->blocks[c], cs->count, sizeof(void *), compare_pointers))
             reused++;
@@ -124,11 +124,11 @@ static void check_reuse(struct round *round, size_t c)
     /* Every block A now holds is its own: no two overlap. */
     for (unsigned i = 0; i < taken; i++) {
         CHECK(malloc_usable_size(again[i]) >= cs->size, "usable size below %zu B", cs->size);
-        unit_fill(again[i], cs->size, 1000 + i);
+        fill_pattern(again[i], cs->size, 1000 + i);
     }
     for (unsigned i = 0; i < taken; i++) {
-        size_t bad = unit_pattern_mismatch(again[i], cs->size, 1000 + i);
-        CHECK(bad == cs->size, "%s: reused %zu B block %u overwritten at offset %zu",
+        size_t bad = pattern_mismatch(again[i], cs->size, 1000 + i);
+        CHECK(bad == PATTERN_INTACT, "%s: reused %zu B block %u overwritten at offset %zu",
               freer_names[round->freer], cs->size, i, bad);
     }
     for (unsigned i = 0; i < taken; i++)
@@ -142,12 +142,12 @@ static void run_round(enum freer freer)
     for (size_t c = 0; c < CASES; c++) {
         round.blocks[c] = calloc(cases[c].count, sizeof(void *));
         if (!round.blocks[c])
-            unit_hard_error("calloc failed");
+            hard_error("calloc failed");
         for (unsigned i = 0; i < cases[c].count; i++) {
             void *block = malloc(cases[c].size);
             if (!block)
-                unit_hard_error("malloc(%zu) failed", cases[c].size);
-            unit_fill(block, cases[c].size, seed_of(freer, c, i));
+                hard_error("malloc(%zu) failed", cases[c].size);
+            fill_pattern(block, cases[c].size, seed_of(freer, c, i));
             round.blocks[c][i] = block;
         }
     }
@@ -177,5 +177,5 @@ int main(void)
     unit_watchdog();
     run_round(FREER_WITH_HEAP);
     run_round(FREER_WITHOUT_HEAP);
-    return unit_result("test_remote");
+    return test_result("test_remote");
 }

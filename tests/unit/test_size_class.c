@@ -136,5 +136,5 @@ int main(void)
     test_range_edges();
     test_class_names();
     test_span_bytes();
-    return unit_result("test_size_class");
+    return test_result("test_size_class");
 }

@@ -32,7 +32,7 @@ static void test_slab_init(struct test_slab *t, struct hak_heap *owner, unsigned
     hak_slab_assign(&t->slab, owner, cls, t->mem, t->bytes);
     t->seen = calloc(t->slab.capacity, 1);
     if (!t->seen)
-        unit_hard_error("calloc failed");
+        hard_error("calloc failed");
 }
 
 static void test_slab_destroy(struct test_slab *t)
@@ -274,7 +274,7 @@ static void test_remote_free_class(unsigned cls)
         while (slab->free)
             record_block(&t, pop_block(slab));
         check_each_block_seen_once(&t, "remote frees");
-        if (atomic_load(&unit_failures))
+        if (atomic_load(&check_failures))
             break;
     }
     pthread_barrier_destroy(&start);
@@ -427,7 +427,7 @@ static void test_notify_concurrent(void)
               t.slab.used);
         while (t.slab.free)
             pop_block(&t.slab);
-        if (atomic_load(&unit_failures))
+        if (atomic_load(&check_failures))
             break;
     }
     pthread_barrier_destroy(&start);
@@ -442,5 +442,5 @@ int main(void)
     test_notify_single_thread();
     test_notify_disown_adopt();
     test_notify_concurrent();
-    return unit_result("test_slab");
+    return test_result("test_slab");
 }
