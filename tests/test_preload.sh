@@ -6,58 +6,8 @@
 # skipped; if none could run, the test is skipped.
 set -u
 
-builddir=${HAKMEM_BUILDDIR:-$(pwd)}
-lib=${HAKMEM_LIB:-$builddir/src/.libs/libhakmem.so}
-if [ ! -f "$lib" ]; then
-    echo "ERROR: $lib does not exist: build the library first (make)"
-    exit 99
-fi
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/test_preload.XXXXXX") || exit 99
-trap 'rm -rf "$work"' EXIT
-
-failures=0
-passes=0
-# Outputs must not depend on the locale or on Python's hash seed.
-LC_ALL=C
-PYTHONHASHSEED=0
-export LC_ALL PYTHONHASHSEED
-
-fail()
-{
-    echo "FAIL: $*"
-    failures=$((failures + 1))
-}
-
-# run_compared NAME COMMAND...: runs COMMAND without and with hakmem and
-# compares exit status and standard output.
-run_compared()
-{
-    name=$1
-    shift
-    "$@" >"$work/$name.plain" 2>"$work/$name.plain.err"
-    plain_status=$?
-    LD_PRELOAD=$lib "$@" >"$work/$name.hakmem" 2>"$work/$name.hakmem.err"
-    hakmem_status=$?
-    if [ "$plain_status" -ne 0 ]; then
-        printf '%s\n' "ERROR: $name fails even without hakmem (status $plain_status):"
-        tail -n 20 "$work/$name.plain.err"
-        exit 99
-    fi
-    if [ "$hakmem_status" -ne 0 ]; then
-        fail "$name exits with status $hakmem_status under hakmem (0 without); its stderr:"
-        tail -n 20 "$work/$name.hakmem.err"
-        return 1
-    fi
-    if ! cmp "$work/$name.plain" "$work/$name.hakmem"; then
-        fail "$name prints different output under hakmem; first differences:"
-        diff "$work/$name.plain" "$work/$name.hakmem" | head -n 10
-        return 1
-    fi
-    echo "ok: $name, $(wc -c <"$work/$name.plain") bytes of identical output"
-    passes=$((passes + 1))
-    return 0
-}
+preload_test=test_preload
+. "$(dirname "$0")/preload_compare.sh"
 
 # The library must really be mapped into a preloaded process, or every
 # comparison below would trivially pass.
@@ -86,7 +36,7 @@ summary = {"lists": sum(len(l) for l in lists), "text": len(text), "words": len(
 sys.stdout.write(dumped)
 sys.stdout.write("\n" + json.dumps(summary) + "\n")
 EOF
-    run_compared python3 /usr/bin/python3 -I "$work/workload.py"
+    compare python3 preloaded /usr/bin/python3 -I "$work/workload.py"
 else
     echo "SKIP: /usr/bin/python3 is not installed"
 fi
@@ -99,7 +49,7 @@ if command -v sort >/dev/null 2>&1 && command -v awk >/dev/null 2>&1; then
                 substr("qwertyuiopasdfghjklzxcvbnm", i % 20 + 1, 6), i % 977
     }' >"$work/numbers.txt"
     echo "sort input: $(wc -c <"$work/numbers.txt") bytes"
-    run_compared sort sort --parallel=2 "$work/numbers.txt"
+    compare sort preloaded sort --parallel=2 "$work/numbers.txt"
 else
     echo "SKIP: sort or awk is not installed"
 fi
@@ -147,7 +97,7 @@ gcc -O2 -c -o "$1/program-$tag.o" "$1/program.c" &&
     gcc -o "$1/program-$tag" "$1/program-$tag.o" &&
     "$1/program-$tag"
 EOF
-    if run_compared gcc sh "$work/build.sh" "$work"; then
+    if compare gcc preloaded sh "$work/build.sh" "$work"; then
         if ! cmp "$work/program-plain.o" "$work/program-preloaded.o"; then
             fail "gcc -O2 -c produces a different object file under hakmem"
         fi
@@ -158,16 +108,9 @@ fi
 
 cxx_program=$builddir/tests/cxx_map_threads
 if [ -x "$cxx_program" ]; then
-    run_compared cxx_map_threads "$cxx_program"
+    compare cxx_map_threads preloaded "$cxx_program"
 else
     fail "$cxx_program was not built (make check builds it)"
 fi
 
-echo "$passes programs gave identical output under hakmem, $failures failure(s)"
-if [ "$failures" -ne 0 ]; then
-    exit 1
-fi
-if [ "$passes" -eq 0 ]; then
-    exit 77
-fi
-exit 0
+preload_finish

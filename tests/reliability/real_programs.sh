@@ -13,74 +13,8 @@
 # if none could run, the test is skipped.
 set -u
 
-builddir=${HAKMEM_BUILDDIR:-$(pwd)}
-lib=${HAKMEM_LIB:-$builddir/src/.libs/libhakmem.so}
-if [ ! -f "$lib" ]; then
-    echo "ERROR: $lib does not exist: build the library first (make)"
-    exit 99
-fi
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/real_programs.XXXXXX") || exit 99
-redis_pid=
-cleanup()
-{
-    if [ -n "$redis_pid" ]; then
-        kill "$redis_pid" 2>/dev/null
-    fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-failures=0
-passes=0
-LC_ALL=C
-export LC_ALL
-
-fail()
-{
-    echo "FAIL: $*"
-    failures=$((failures + 1))
-}
-
-skip()
-{
-    echo "SKIP: $1 is not installed (Debian: apt-get install $2)"
-}
-
-# compare NAME COMMAND...: runs COMMAND twice, the second time with
-# HAKMEM_PRELOAD set to the library, which COMMAND preloads into the programs
-# it starts (as LD_PRELOAD=$HAKMEM_PRELOAD).  COMMAND gets NAME.plain or
-# NAME.hakmem as its last argument, for its scratch files.  Exit status and
-# output must match.
-compare()
-{
-    name=$1
-    shift
-    HAKMEM_PRELOAD=
-    "$@" "$name.plain" >"$work/$name.plain.out" 2>"$work/$name.plain.err"
-    plain_status=$?
-    if [ "$plain_status" -ne 0 ]; then
-        echo "ERROR: $name fails even without hakmem (status $plain_status):"
-        tail -n 20 "$work/$name.plain.err"
-        exit 99
-    fi
-    HAKMEM_PRELOAD=$lib
-    "$@" "$name.hakmem" >"$work/$name.hakmem.out" 2>"$work/$name.hakmem.err"
-    hakmem_status=$?
-    HAKMEM_PRELOAD=
-    if [ "$hakmem_status" -ne 0 ]; then
-        fail "$name exits with status $hakmem_status under hakmem (0 without); its stderr:"
-        tail -n 20 "$work/$name.hakmem.err"
-        return 1
-    fi
-    if ! cmp -s "$work/$name.plain.out" "$work/$name.hakmem.out"; then
-        fail "$name prints different output under hakmem; first differences:"
-        diff "$work/$name.plain.out" "$work/$name.hakmem.out" | head -n 10
-        return 1
-    fi
-    echo "ok: $name, $(wc -l <"$work/$name.plain.out") lines of identical output"
-    passes=$((passes + 1))
-}
+preload_test=real_programs
+. "$(dirname "$0")/../preload_compare.sh"
 
 # --- perl ----------------------------------------------------------------
 run_perl()
@@ -149,7 +83,7 @@ fi
 run_git()
 {
     (
-        repo=$work/$1
+        repo=$work/$run_tag
         rm -rf "$repo" && mkdir -p "$repo" && cd "$repo" || exit 1
         HOME=$repo GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=Tester \
             GIT_AUTHOR_EMAIL=tester@example.com GIT_COMMITTER_NAME=Tester \
@@ -203,8 +137,8 @@ fi
 # --- sqlite3 -------------------------------------------------------------
 run_sqlite()
 {
-    rm -f "$work/$1.db"
-    LD_PRELOAD=$HAKMEM_PRELOAD sqlite3 -batch -bail "$work/$1.db" <"$work/workload.sql"
+    rm -f "$work/$run_tag.db"
+    LD_PRELOAD=$HAKMEM_PRELOAD sqlite3 -batch -bail "$work/$run_tag.db" <"$work/workload.sql"
 }
 
 if command -v sqlite3 >/dev/null 2>&1; then
@@ -247,9 +181,9 @@ run_redis()
         rm -f "$work/redis.log"
         LD_PRELOAD=$HAKMEM_PRELOAD redis-server --bind 127.0.0.1 --port "$candidate" --save '' \
             --appendonly no --dir "$work" --logfile "$work/redis.log" &
-        redis_pid=$!
+        background_pid=$!
         tries=0
-        while [ "$tries" -lt 50 ] && kill -0 "$redis_pid" 2>/dev/null; do
+        while [ "$tries" -lt 50 ] && kill -0 "$background_pid" 2>/dev/null; do
             if LD_PRELOAD=$HAKMEM_PRELOAD redis-cli -p "$candidate" ping 2>/dev/null |
                 grep -q PONG; then
                 port=$candidate
@@ -261,9 +195,9 @@ run_redis()
         if [ -n "$port" ]; then
             break
         fi
-        kill "$redis_pid" 2>/dev/null
-        wait "$redis_pid" 2>/dev/null
-        redis_pid=
+        kill "$background_pid" 2>/dev/null
+        wait "$background_pid" 2>/dev/null
+        background_pid=
     done
     if [ -z "$port" ]; then
         echo "redis-server did not start on any port tried:" >&2
@@ -271,7 +205,7 @@ run_redis()
         return 1
     fi
     if [ -n "$HAKMEM_PRELOAD" ] &&
-        ! grep -q -F "$(readlink -f "$HAKMEM_PRELOAD")" "/proc/$redis_pid/maps"; then
+        ! grep -q -F "$(readlink -f "$HAKMEM_PRELOAD")" "/proc/$background_pid/maps"; then
         echo "hakmem is not mapped into redis-server" >&2
         return 1
     fi
@@ -317,8 +251,8 @@ run_redis()
     done
     cli dbsize
     cli shutdown nosave >/dev/null 2>&1
-    wait "$redis_pid"
-    redis_pid=
+    wait "$background_pid"
+    background_pid=
     return "$status"
 }
 
@@ -339,11 +273,11 @@ run_python_tests()
 {
     # shellcheck disable=SC2086
     LD_PRELOAD=$HAKMEM_PRELOAD /usr/bin/python3 -m test --timeout 300 $python_tests \
-        >"$work/$1.regrtest" 2>&1
+        >"$work/$run_tag.regrtest" 2>&1
     status=$?
     grep -E '^(All [0-9]+ tests OK|[0-9]+ tests? (OK|failed|skipped)|Tests result:)' \
-        "$work/$1.regrtest"
-    grep -E '^    test_' "$work/$1.regrtest"
+        "$work/$run_tag.regrtest"
+    grep -E '^    test_' "$work/$run_tag.regrtest"
     return "$status"
 }
 
@@ -353,11 +287,4 @@ else
     skip "Python's regression tests for /usr/bin/python3" "python3 libpython3.11-testsuite"
 fi
 
-echo "$passes programs gave identical output under hakmem, $failures failure(s)"
-if [ "$failures" -ne 0 ]; then
-    exit 1
-fi
-if [ "$passes" -eq 0 ]; then
-    exit 77
-fi
-exit 0
+preload_finish
