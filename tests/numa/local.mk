@@ -31,10 +31,7 @@ TESTS += tests/numa/test_numa_locality.sh
 CLEANFILES += tests/numa/test-suite.log
 
 # Node counts to boot guests with, and the seconds each guest may take.
-# The 4-node guest is not in the default run yet: there the first blocks a
-# thread takes while another thread is still discovering the topology can
-# land on node 0 (issue 5 is open); run it with NUMA_NODE_COUNTS="2 4".
-NUMA_NODE_COUNTS = 2
+NUMA_NODE_COUNTS = 2 4
 NUMA_GUEST_TIMEOUT = 300
 
 check-numa: tests/numa/numa_smoke tests/numa/numa_home $(lib_LTLIBRARIES)
