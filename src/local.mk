@@ -21,6 +21,7 @@ src_libhakmem_la_SOURCES = \
 	src/arena/slab.c src/arena/slab.h \
 	src/arena/superslab.c src/arena/superslab.h \
 	src/arena/node_block.c src/arena/node_block.h \
+	src/numa/affinity.c \
 	src/numa/binding.c src/numa/binding.h \
 	src/numa/cpu.h \
 	src/numa/hwloc_api.c src/numa/hwloc_api.h \

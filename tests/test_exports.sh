@@ -1,6 +1,7 @@
 #!/bin/sh
 # libhakmem.so must export exactly the allocation API: the standard names and
-# the hak_ functions that include/hakmem.h declares, nothing else.  Anything
+# the hak_ functions that include/hakmem.h declares (and, in a NUMA build, the
+# two calls that re-pin a thread), nothing else.  Anything
 # more is an internal symbol that can clash with the program's own.
 set -u
 
@@ -27,6 +28,10 @@ trap 'rm -rf "$work"' EXIT
 
 standard="malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc
 pvalloc malloc_usable_size"
+# A NUMA build also wraps the calls that re-pin a thread (src/numa/affinity.c).
+if grep -q '^#define HAKMEM_HAVE_NUMA 1' "$builddir/config.h" 2>/dev/null; then
+    standard="$standard sched_setaffinity pthread_setaffinity_np"
+fi
 for name in $standard; do
     echo "$name"
 done >"$work/standard"

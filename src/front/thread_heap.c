@@ -207,10 +207,9 @@ static atomic_bool topology_checked;
 
 static void maybe_discover_topology(void)
 {
-    uint64_t mapped = atomic_load_explicit(&hak_stat_counters[HAK_STAT_MAPPED_BYTES],
-                                           memory_order_relaxed) -
-                      atomic_load_explicit(&hak_stat_counters[HAK_STAT_UNMAPPED_BYTES],
-                                           memory_order_relaxed);
+    uint64_t mapped =
+        atomic_load_explicit(&hak_stat_counters[HAK_STAT_MAPPED_BYTES], memory_order_relaxed) -
+        atomic_load_explicit(&hak_stat_counters[HAK_STAT_UNMAPPED_BYTES], memory_order_relaxed);
     if (atomic_load_explicit(&registry.count, memory_order_relaxed) < 2 && mapped < DISCOVERY_BYTES)
         return;
     /* Waits while another thread discovers: set the flag only after, and
@@ -464,6 +463,16 @@ static void move_to_node(struct hak_heap *heap, unsigned node)
     leave_all_slabs(heap);
     heap->node = node;
     hak_tls.node = node;
+}
+
+void hak_heap_follow_thread_node(void)
+{
+    struct hak_heap *heap = hak_tls.heap;
+    if (heap == &hak_empty_heap)
+        return;
+    unsigned node = hak_numa_thread_node();
+    if (node != heap->node)
+        move_to_node(heap, node);
 }
 
 void hak_heap_thread_exit(void *arg)

@@ -19,6 +19,9 @@ void hak_heap_flush(struct hak_heap *heap, unsigned cls);
 void hak_heap_free_other(struct hak_slab *slab, void *block);
 /* Aborts naming what is wrong with freeing block. */
 void hak_heap_free_invalid(struct hak_slab *slab, void *block) __attribute__((noreturn, cold));
+/* After the calling thread was re-pinned: when it now runs on another node,
+ * its cached blocks go home and its next malloc takes memory here. */
+void hak_heap_follow_thread_node(void);
 /* Thread exit: empties the caches, hands back or abandons every slab. */
 void hak_heap_thread_exit(void *heap);
 
