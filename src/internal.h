@@ -226,6 +226,7 @@ struct hak_heap {
 
     /* Slow-path state. */
     uint32_t limit[HAK_NUM_CLASSES];        /* cache capacity in blocks */
+    uint32_t batch[HAK_NUM_CLASSES];        /* blocks the next refill adds */
     struct hak_slab *cur[HAK_NUM_CLASSES];  /* slab refills carve from */
     struct hak_slab_list partial[HAK_NUM_CLASSES];
     struct hak_slab_list full[HAK_NUM_CLASSES];

@@ -200,6 +200,28 @@ static uint32_t cache_limit(unsigned cls)
     return blocks ? blocks : 1;
 }
 
+#define REFILL_BYTES (32u << 10)
+
+/* Half the cache, so that it neither refills nor flushes again soon, but no
+ * more than 32 KiB: linking a block in writes to it, and pages of big blocks
+ * should be touched only when they are handed out. */
+static uint32_t full_batch(uint32_t limit, unsigned cls)
+{
+    uint32_t batch = limit / 2;
+    uint32_t by_bytes = REFILL_BYTES / hak_class_size[cls];
+    return batch < by_bytes ? batch : by_bytes;
+}
+
+/* A page's worth at first, doubling with every refill up to the full batch:
+ * most processes are short and allocate a few blocks of a class, and should
+ * not fault in pages of blocks they never use (issue 8). */
+static uint32_t first_batch(uint32_t limit, unsigned cls)
+{
+    uint32_t by_page = HAK_PAGE_SIZE / hak_class_size[cls];
+    uint32_t full = full_batch(limit, cls);
+    return by_page < full ? by_page : full;
+}
+
 /* A short-lived single-threaded process never pays for topology discovery
  * (issue 8): it waits for a second thread or this much memory. */
 #define DISCOVERY_BYTES (8u << 20)
@@ -233,6 +255,7 @@ static struct hak_heap *heap_create(void)
         heap->cur[cls] = &hak_empty_slab;
         heap->limit[cls] = cache_limit(cls);
         heap->room[cls] = heap->limit[cls];
+        heap->batch[cls] = first_batch(heap->limit[cls], cls);
     }
     heap->node = hak_numa_thread_node();
     pthread_mutex_lock(&registry.lock);
@@ -282,8 +305,6 @@ static void *take_block(struct hak_heap *heap, unsigned cls)
     return block;
 }
 
-#define REFILL_BYTES (32u << 10)
-
 void *hak_heap_refill(struct hak_heap *heap, unsigned cls)
 {
     if (heap == &hak_empty_heap) {
@@ -307,13 +328,10 @@ void *hak_heap_refill(struct hak_heap *heap, unsigned cls)
         errno = ENOMEM;
         return NULL;
     }
-    /* Half the cache, so that it neither refills nor flushes again soon,
-     * but no more than 32 KiB: linking a block in writes to it, and pages of
-     * big blocks should be touched only when they are handed out. */
-    uint32_t batch = heap->limit[cls] / 2;
-    uint32_t by_bytes = REFILL_BYTES / hak_class_size[cls];
-    if (batch > by_bytes)
-        batch = by_bytes;
+    uint32_t batch = heap->batch[cls];
+    uint32_t full = full_batch(heap->limit[cls], cls);
+    if (batch < full)
+        heap->batch[cls] = batch * 2 < full ? batch * 2 : full;
     void *head = heap->head[cls];
     uint32_t taken = 0;
     for (; taken < batch; taken++) {
