@@ -41,8 +41,7 @@ static inline void check_failed(const char *file, int line, const char *fmt, ...
 
 /* CHECK(condition, printf-format, args...): records a failure with the
  * message and carries on, so one run shows every broken case. */
-#define CHECK(cond, ...) \
-    ((cond) ? (void)0 : check_failed(__FILE__, __LINE__, __VA_ARGS__))
+#define CHECK(cond, ...) ((cond) ? (void)0 : check_failed(__FILE__, __LINE__, __VA_ARGS__))
 
 /* For failures of the test's own machinery (thread creation, mmap of test
  * buffers): the result would say nothing about the allocator. */
@@ -99,6 +98,25 @@ static inline size_t rng_range(uint64_t *state, size_t lo, size_t hi)
 {
     return lo + (size_t)(rng_next(state) % (hi - lo + 1));
 }
+
+/* One tier of a size mix: sizes in [min, max], drawn per_mille times in a
+ * thousand. */
+struct size_tier {
+    unsigned per_mille;
+    size_t min, max;
+};
+
+/* A size from a mix of tiers whose shares add up to a thousand. */
+static inline size_t tiered_size(uint64_t *rng, const struct size_tier *tiers, size_t count)
+{
+    unsigned roll = (unsigned)(rng_next(rng) % 1000);
+    size_t i = 0;
+    for (; i + 1 < count && roll >= tiers[i].per_mille; i++)
+        roll -= tiers[i].per_mille;
+    return rng_range(rng, tiers[i].min, tiers[i].max);
+}
+
+#define TIERED_SIZE(rng, tiers) tiered_size(rng, tiers, sizeof(tiers) / sizeof((tiers)[0]))
 
 static inline uint64_t pattern_key(const void *ptr, size_t size, uint64_t seed)
 {

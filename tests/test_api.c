@@ -651,21 +651,12 @@ static void test_usable_size(const struct api *api)
 }
 
 /* Skewed towards small blocks like real programs, with every tier present. */
-static size_t mixed_size(uint64_t *rng)
-{
-    unsigned roll = (unsigned)(rng_next(rng) % 100);
-
-    if (roll < 75) {
-        return rng_range(rng, 1, 1024);
-    }
-    if (roll < 95) {
-        return rng_range(rng, 1025, 32 * KiB);
-    }
-    if (roll < 99) {
-        return rng_range(rng, 32 * KiB + 1, 256 * KiB);
-    }
-    return rng_range(rng, MiB + 1, 2 * MiB);
-}
+static const struct size_tier mixed_sizes[] = {
+    {750, 1, 1024},
+    {200, 1025, 32 * KiB},
+    {40, 32 * KiB + 1, 256 * KiB},
+    {10, MiB + 1, 2 * MiB},
+};
 
 static void test_neighbours(const struct api *api)
 {
@@ -675,7 +666,7 @@ static void test_neighbours(const struct api *api)
     uint64_t rng = 42;
 
     for (int i = 0; i < COUNT; i++) {
-        size_t size = mixed_size(&rng);
+        size_t size = TIERED_SIZE(&rng, mixed_sizes);
 
         blocks[i] = api->malloc(size);
         if (blocks[i] == NULL) {
@@ -698,7 +689,7 @@ static void test_neighbours(const struct api *api)
                 continue;
             }
             api->free(blocks[i]);
-            size_t size = mixed_size(&rng);
+            size_t size = TIERED_SIZE(&rng, mixed_sizes);
             blocks[i] = api->malloc(size);
             if (blocks[i] == NULL) {
                 hard_error("%smalloc(%zu) failed", api->prefix, size);

@@ -35,21 +35,12 @@ static atomic_int stop_requested;
  * small machine busy workers would starve the child. */
 static atomic_int workers_paused;
 
-static size_t worker_size(uint64_t *rng)
-{
-    unsigned roll = (unsigned)(rng_next(rng) % 100);
-
-    if (roll < 80) {
-        return rng_range(rng, 16, 1024);
-    }
-    if (roll < 95) {
-        return rng_range(rng, 1025, 32 * KiB);
-    }
-    if (roll < 99) {
-        return rng_range(rng, 32 * KiB + 1, MiB);
-    }
-    return rng_range(rng, MiB + 1, 3 * MiB);
-}
+static const struct size_tier worker_sizes[] = {
+    {800, 16, 1024},
+    {150, 1025, 32 * KiB},
+    {40, 32 * KiB + 1, MiB},
+    {10, MiB + 1, 3 * MiB},
+};
 
 static uint64_t *make_published_block(size_t size)
 {
@@ -82,7 +73,7 @@ static void *run_worker(void *arg)
         while (atomic_load_explicit(&workers_paused, memory_order_relaxed)) {
             usleep(500);
         }
-        uint64_t *block = make_published_block(worker_size(&rng));
+        uint64_t *block = make_published_block(TIERED_SIZE(&rng, worker_sizes));
         if (block == NULL) {
             hard_error("worker %d: malloc failed", id);
         }

@@ -114,18 +114,11 @@ static void test_reuse(void)
     }
 }
 
-static size_t mixed_size(uint64_t *rng)
-{
-    unsigned roll = (unsigned)(rng_next(rng) % 100);
-
-    if (roll < 85) {
-        return rng_range(rng, 8, 1024);
-    }
-    if (roll < 98) {
-        return rng_range(rng, 1025, 32 * KiB);
-    }
-    return rng_range(rng, 32 * KiB + 1, 256 * KiB);
-}
+static const struct size_tier mixed_sizes[] = {
+    {850, 8, 1024},
+    {130, 1025, 32 * KiB},
+    {20, 32 * KiB + 1, 256 * KiB},
+};
 
 static void test_rss_bounded(void)
 {
@@ -136,7 +129,7 @@ static void test_rss_bounded(void)
 
     for (int round = 0; round < ROUNDS; round++) {
         for (size_t i = 0; i < BATCH; i++) {
-            size_t size = mixed_size(&rng);
+            size_t size = TIERED_SIZE(&rng, mixed_sizes);
             batch[i] = malloc(size);
             if (batch[i] == NULL) {
                 hard_error("malloc(%zu) failed", size);

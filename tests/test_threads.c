@@ -45,25 +45,16 @@ struct worker {
 static struct queue queues[THREADS];
 static atomic_int stop_requested;
 
-static size_t random_size(uint64_t *rng)
-{
-    unsigned roll = (unsigned)(rng_next(rng) % 1000);
-
-    if (roll < 850) {
-        return rng_range(rng, 1, 1024);
-    }
-    if (roll < 970) {
-        return rng_range(rng, 1025, 64 * KiB);
-    }
-    if (roll < 998) {
-        return rng_range(rng, 64 * KiB + 1, MiB);
-    }
-    return rng_range(rng, MiB + 1, 4 * MiB);
-}
+static const struct size_tier random_sizes[] = {
+    {850, 1, 1024},
+    {120, 1025, 64 * KiB},
+    {28, 64 * KiB + 1, MiB},
+    {2, MiB + 1, 4 * MiB},
+};
 
 static struct block allocate_block(struct worker *self)
 {
-    struct block block = {NULL, random_size(&self->rng), 0, self->id};
+    struct block block = {NULL, TIERED_SIZE(&self->rng, random_sizes), 0, self->id};
     unsigned kind = (unsigned)(rng_next(&self->rng) % 16);
 
     if (kind == 0) {
@@ -103,7 +94,7 @@ static void verify_and_free(struct worker *self, struct block block)
     self->verified_bytes += block.size;
 
     if (rng_next(&self->rng) % 8 == 0) {
-        size_t new_size = random_size(&self->rng);
+        size_t new_size = TIERED_SIZE(&self->rng, random_sizes);
         unsigned char *moved = realloc(block.ptr, new_size);
         if (moved == NULL) {
             hard_error("thread %d: realloc(%zu -> %zu) failed", self->id, block.size, new_size);

@@ -48,25 +48,16 @@ static atomic_ullong objects_verified;
 static atomic_size_t live_bytes;
 
 /* Mostly small, as a server's requests are, with a tail up to 2 MiB. */
-static size_t object_size(uint64_t *rng)
-{
-    unsigned roll = (unsigned)(rng_next(rng) % 1000);
-
-    if (roll < 900) {
-        return rng_range(rng, 8, 1024);
-    }
-    if (roll < 985) {
-        return rng_range(rng, 1025, 32 * KiB);
-    }
-    if (roll < 999) {
-        return rng_range(rng, 32 * KiB + 1, 512 * KiB);
-    }
-    return rng_range(rng, 512 * KiB + 1, 2 * MiB);
-}
+static const struct size_tier object_sizes[] = {
+    {900, 8, 1024},
+    {85, 1025, 32 * KiB},
+    {14, 32 * KiB + 1, 512 * KiB},
+    {1, 512 * KiB + 1, 2 * MiB},
+};
 
 static struct object make_object(uint64_t *rng)
 {
-    struct object object = {NULL, object_size(rng), 0};
+    struct object object = {NULL, TIERED_SIZE(rng, object_sizes), 0};
 
     object.ptr = malloc(object.size);
     if (object.ptr == NULL) {

@@ -46,25 +46,16 @@ static atomic_ullong blocks_made;
 static atomic_ullong blocks_freed;
 static atomic_size_t live_bytes;
 
-static size_t block_size(uint64_t *rng)
-{
-    unsigned roll = (unsigned)(rng_next(rng) % 1000);
-
-    if (roll < 800) {
-        return rng_range(rng, 1, 1024);
-    }
-    if (roll < 970) {
-        return rng_range(rng, 1025, 32 * KiB);
-    }
-    if (roll < 998) {
-        return rng_range(rng, 32 * KiB + 1, MiB);
-    }
-    return rng_range(rng, MiB + 1, 3 * MiB);
-}
+static const struct size_tier block_sizes[] = {
+    {800, 1, 1024},
+    {170, 1025, 32 * KiB},
+    {28, 32 * KiB + 1, MiB},
+    {2, MiB + 1, 3 * MiB},
+};
 
 static struct block make_block(uint64_t *rng)
 {
-    struct block block = {NULL, block_size(rng), 0};
+    struct block block = {NULL, TIERED_SIZE(rng, block_sizes), 0};
 
     block.ptr = malloc(block.size);
     if (block.ptr == NULL) {
