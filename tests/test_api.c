@@ -521,6 +521,25 @@ static void test_realloc_edges(const struct api *api)
           "64 MiB", api->prefix, vsz_growth / MiB);
 }
 
+/* One step of a realloc chain over a block holding the pattern of key:
+ * returns the moved block (NULL after a failed check) and updates *size. */
+static char *realloc_in_chain(const struct api *api, char *block, size_t *size, size_t new_size,
+                              uint64_t key)
+{
+    char *moved = api->realloc(block, opaque_size(new_size));
+    if (moved == NULL) {
+        CHECK(0, "%srealloc(%zu -> %zu) in a chain returned NULL", api->prefix, *size, new_size);
+        api->free(block);
+        return NULL;
+    }
+    size_t kept = *size < new_size ? *size : new_size;
+    size_t damaged = pattern_mismatch(moved, kept, key);
+    CHECK(damaged == PATTERN_INTACT, "%srealloc(%zu -> %zu) in a chain lost byte %zu",
+          api->prefix, *size, new_size, damaged);
+    *size = new_size;
+    return moved;
+}
+
 static void test_realloc_tiers(const struct api *api)
 {
     for (size_t from = 0; from < TIER_COUNT; from++) {
@@ -564,36 +583,14 @@ static void test_realloc_tiers(const struct api *api)
         hard_error("%smalloc(1) failed", api->prefix);
     }
     fill_pattern(block, size, key);
-    while (size < 6 * MiB) {
-        size_t grown = size * 3 / 2 + 1;
-        char *moved = api->realloc(block, opaque_size(grown));
-        if (moved == NULL) {
-            CHECK(0, "%srealloc(%zu -> %zu) in a growth chain returned NULL", api->prefix, size,
-                  grown);
-            break;
+    while (block != NULL && size < 6 * MiB) {
+        block = realloc_in_chain(api, block, &size, size * 3 / 2 + 1, key);
+        if (block != NULL) {
+            fill_pattern(block, size, key);
         }
-        size_t damaged = pattern_mismatch(moved, size, key);
-        CHECK(damaged == PATTERN_INTACT,
-              "%srealloc(%zu -> %zu) in a growth chain lost byte %zu", api->prefix, size, grown,
-              damaged);
-        block = moved;
-        size = grown;
-        fill_pattern(block, size, key);
     }
-    while (size > 1) {
-        size_t shrunk = size / 3;
-        char *moved = api->realloc(block, opaque_size(shrunk));
-        if (moved == NULL) {
-            CHECK(0, "%srealloc(%zu -> %zu) in a shrink chain returned NULL", api->prefix, size,
-                  shrunk);
-            break;
-        }
-        size_t damaged = pattern_mismatch(moved, shrunk, key);
-        CHECK(damaged == PATTERN_INTACT,
-              "%srealloc(%zu -> %zu) in a shrink chain lost byte %zu", api->prefix, size, shrunk,
-              damaged);
-        block = moved;
-        size = shrunk;
+    while (block != NULL && size > 1) {
+        block = realloc_in_chain(api, block, &size, size / 3, key);
     }
     api->free(block);
 }
