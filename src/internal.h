@@ -141,7 +141,10 @@ struct hak_slab {
     /* node while the slab serves blocks, HAK_NO_NODE otherwise: free()
      * compares it with the thread's node in one test */
     uint8_t free_node;
-    char pad0[HAK_CACHE_LINE - 56];
+    /* Pages from start ever handed out since the memory was last fresh
+     * (page telemetry); written only when it grows, on first touch. */
+    uint32_t touched_pages;
+    char pad0[HAK_CACHE_LINE - 60];
 
     /* Written by the owner only. */
     void *free;
@@ -196,7 +199,8 @@ struct hak_large {
     size_t offset; /* of the user block from the head */
     size_t usable;
     uint64_t freed_ms;
-    bool cached; /* freed, kept mapped for reuse */
+    size_t touched_pages; /* of the block ever handed out (page telemetry) */
+    bool cached;          /* freed, kept mapped for reuse */
 };
 
 /* Per-class telemetry, written by the owning thread only. */
