@@ -97,6 +97,7 @@ enum hak_slab_kind {
     HAK_SLAB_MID,
     HAK_SLAB_L25,
     HAK_SLAB_FREE_SPAN,
+    HAK_SLAB_HOT_SPAN,   /* in the HotSpanBox */
     HAK_SLAB_NODE_BLOCK, /* one block placed by hak_malloc_onnode */
 };
 
@@ -154,7 +155,7 @@ struct hak_slab {
     char *carve; /* first block never handed out */
     struct hak_slab *next;
     struct hak_slab *prev;
-    struct hak_slab *age_next; /* HotSpanBox age order */
+    struct hak_slab *age_next; /* HotSpanBox age order, oldest first */
     struct hak_slab *age_prev;
     uint64_t freed_ms; /* when it entered the HotSpanBox */
     char pad1[HAK_CACHE_LINE - 64];
