@@ -97,6 +97,7 @@ enum hak_slab_kind {
     HAK_SLAB_MID,
     HAK_SLAB_L25,
     HAK_SLAB_FREE_SPAN,
+    HAK_SLAB_HOT_SPAN,   /* in the HotSpanBox */
     HAK_SLAB_NODE_BLOCK, /* one block placed by hak_malloc_onnode */
 };
 
@@ -141,7 +142,10 @@ struct hak_slab {
     /* node while the slab serves blocks, HAK_NO_NODE otherwise: free()
      * compares it with the thread's node in one test */
     uint8_t free_node;
-    char pad0[HAK_CACHE_LINE - 56];
+    /* Pages from start ever handed out since the memory was last fresh
+     * (page telemetry); written only when it grows, on first touch. */
+    uint32_t touched_pages;
+    char pad0[HAK_CACHE_LINE - 60];
 
     /* Written by the owner only. */
     void *free;
@@ -151,7 +155,7 @@ struct hak_slab {
     char *carve; /* first block never handed out */
     struct hak_slab *next;
     struct hak_slab *prev;
-    struct hak_slab *age_next; /* HotSpanBox age order */
+    struct hak_slab *age_next; /* HotSpanBox age order, oldest first */
     struct hak_slab *age_prev;
     uint64_t freed_ms; /* when it entered the HotSpanBox */
     char pad1[HAK_CACHE_LINE - 64];
@@ -196,7 +200,8 @@ struct hak_large {
     size_t offset; /* of the user block from the head */
     size_t usable;
     uint64_t freed_ms;
-    bool cached; /* freed, kept mapped for reuse */
+    size_t touched_pages; /* of the block ever handed out (page telemetry) */
+    bool cached;          /* freed, kept mapped for reuse */
 };
 
 /* Per-class telemetry, written by the owning thread only. */

@@ -20,7 +20,28 @@ enum hak_stat {
     HAK_STAT_COUNT,
 };
 
+/* Pages hakmem hands out, by where they go: first touched (fresh memory,
+ * never used or decommitted since, so the program's first write faults)
+ * or reused (still resident from an earlier use).  Counted where memory
+ * leaves a backend: a slab's carve, a span's block, a large mapping, and
+ * the headers of chunks and metadata regions (SSM) when they are created;
+ * metadata records recycled within a page are not counted. */
+enum hak_page_bucket {
+    HAK_PAGES_C0 = 0, /* ... C7: the small classes by index */
+    HAK_PAGES_MID = 8,
+    HAK_PAGES_L25,
+    HAK_PAGES_SSM,
+    HAK_PAGES_LARGE,
+    HAK_PAGE_BUCKETS,
+};
+
+struct hak_page_counts {
+    _Atomic uint64_t first;
+    _Atomic uint64_t reused;
+} __attribute__((aligned(64))); /* threads in different buckets never share */
+
 extern _Atomic uint64_t hak_stat_counters[HAK_STAT_COUNT];
+extern struct hak_page_counts hak_stat_pages[HAK_PAGE_BUCKETS];
 /* Bytes mapped per node, and frees of another node's blocks by pair. */
 extern _Atomic uint64_t hak_stat_node_mapped[64];
 extern _Atomic uint64_t hak_stat_remote_by_pair[64][64];
@@ -33,6 +54,14 @@ static inline void hak_stat_node_map(unsigned node, int64_t bytes)
 static inline void hak_stat_remote_free(unsigned from, unsigned to)
 {
     atomic_fetch_add_explicit(&hak_stat_remote_by_pair[from][to], 1, memory_order_relaxed);
+}
+
+static inline void hak_stat_pages_out(enum hak_page_bucket bucket, uint64_t first, uint64_t reused)
+{
+    if (first)
+        atomic_fetch_add_explicit(&hak_stat_pages[bucket].first, first, memory_order_relaxed);
+    if (reused)
+        atomic_fetch_add_explicit(&hak_stat_pages[bucket].reused, reused, memory_order_relaxed);
 }
 
 static inline void hak_stat_add(enum hak_stat which, uint64_t n)

@@ -11,7 +11,8 @@ hakmem_c_tests = \
 	tests/test_thread_churn \
 	tests/test_fork \
 	tests/test_oom \
-	tests/test_release
+	tests/test_release \
+	tests/test_page_telemetry
 
 check_PROGRAMS += $(hakmem_c_tests) tests/cxx_map_threads
 TESTS += $(hakmem_c_tests) tests/test_preload.sh tests/test_exports.sh
@@ -73,6 +74,11 @@ tests_test_release_SOURCES = tests/test_release.c tests/harness.h
 tests_test_release_CFLAGS = $(hakmem_test_cflags)
 tests_test_release_LDFLAGS = $(hakmem_test_ldflags)
 tests_test_release_LDADD = src/libhakmem.la
+
+tests_test_page_telemetry_SOURCES = tests/test_page_telemetry.c tests/harness.h
+tests_test_page_telemetry_CFLAGS = $(hakmem_test_cflags)
+tests_test_page_telemetry_LDFLAGS = $(hakmem_test_ldflags)
+tests_test_page_telemetry_LDADD = src/libhakmem.la
 
 # Run by test_preload.sh with and without hakmem preloaded, so it links only
 # the C++ runtime.

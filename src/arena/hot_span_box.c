@@ -3,16 +3,19 @@
 #include "../options.h"
 #include "../os.h"
 #include "../stats.h"
+#include "meta.h"
 #include "page_arena.h"
 
-/* Spans longer than this are not kept by length; L25's largest is 256 pages. */
-#define MAX_HOT_PAGES (HAK_L25_MAX / HAK_PAGE_SIZE)
+/* Neighbouring hot spans merge, up to a whole chunk. */
+#define MAX_HOT_PAGES HAK_ARENA_USABLE_PAGES
+#define BITMAP_WORDS ((MAX_HOT_PAGES + 64) / 64)
 
 struct hot_span_box {
     pthread_mutex_t lock;
     size_t bytes;
     struct hak_slab *oldest; /* age order, through age_next/age_prev */
     struct hak_slab *newest;
+    uint64_t nonempty[BITMAP_WORDS];              /* bit n: by_pages[n] has a span */
     struct hak_slab *by_pages[MAX_HOT_PAGES + 1]; /* LIFO: the hottest first */
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
@@ -25,14 +28,57 @@ static size_t span_bytes(const struct hak_slab *span)
     return (size_t)span->pages * HAK_PAGE_SIZE;
 }
 
-static void unlink_span(struct hot_span_box *box, struct hak_slab *span)
+static struct hak_slab **page_entry(const struct hak_slab *span, uint32_t page)
 {
+    return &((struct hak_chunk *)span->chunk)->page_slab[page];
+}
+
+/* Points pages [first, first + count) of span's chunk at span. */
+static void map_pages(struct hak_slab *span, uint32_t first, uint32_t count)
+{
+    for (uint32_t p = first; p < first + count; p++)
+        *page_entry(span, p) = span;
+}
+
+static void bin_insert(struct hot_span_box *box, struct hak_slab *span)
+{
+    uint32_t n = span->pages;
+    span->prev = NULL;
+    span->next = box->by_pages[n];
+    if (span->next)
+        span->next->prev = span;
+    box->by_pages[n] = span;
+    box->nonempty[n / 64] |= 1ull << (n % 64);
+}
+
+static void bin_remove(struct hot_span_box *box, struct hak_slab *span)
+{
+    uint32_t n = span->pages;
     if (span->prev)
         span->prev->next = span->next;
     else
-        box->by_pages[span->pages] = span->next;
+        box->by_pages[n] = span->next;
     if (span->next)
         span->next->prev = span->prev;
+    if (!box->by_pages[n])
+        box->nonempty[n / 64] &= ~(1ull << (n % 64));
+    span->next = span->prev = NULL;
+}
+
+static void age_append(struct hot_span_box *box, struct hak_slab *span)
+{
+    span->age_next = NULL;
+    span->age_prev = box->newest;
+    if (box->newest)
+        box->newest->age_next = span;
+    else
+        box->oldest = span;
+    box->newest = span;
+}
+
+static void unlink_span(struct hot_span_box *box, struct hak_slab *span)
+{
+    bin_remove(box, span);
     if (span->age_prev)
         span->age_prev->age_next = span->age_next;
     else
@@ -41,8 +87,21 @@ static void unlink_span(struct hot_span_box *box, struct hak_slab *span)
         span->age_next->age_prev = span->age_prev;
     else
         box->newest = span->age_prev;
-    span->next = span->prev = span->age_next = span->age_prev = NULL;
+    span->age_next = span->age_prev = NULL;
     box->bytes -= span_bytes(span);
+}
+
+/* The smallest hot span of at least pages pages, the hottest of its length. */
+static struct hak_slab *best_fit(struct hot_span_box *box, uint32_t pages)
+{
+    unsigned word = pages / 64;
+    uint64_t bits = box->nonempty[word] & (~0ull << (pages % 64));
+    while (!bits) {
+        if (++word == BITMAP_WORDS)
+            return NULL;
+        bits = box->nonempty[word];
+    }
+    return box->by_pages[word * 64 + (unsigned)__builtin_ctzll(bits)];
 }
 
 /* Unlinks what is over budget or too old; the caller decommits it unlocked.
@@ -59,6 +118,7 @@ static struct hak_slab *collect_evictions(struct hot_span_box *box, uint64_t now
                            now >= box->oldest->freed_ms + hak_options.decay_ms)) {
         struct hak_slab *span = box->oldest;
         unlink_span(box, span);
+        span->kind = HAK_SLAB_INVALID;
         span->next = evicted;
         evicted = span;
     }
@@ -112,21 +172,96 @@ static void release(struct hak_slab *evicted)
     }
 }
 
+/* Cuts the first pages pages off span, which stays in the box with the
+ * rest and its age; they get the descriptor desc.  A larger span serves a
+ * smaller request, so that freed memory of any length is reused before a
+ * fresh page is touched; from the front, so that spans freed side by side
+ * and merged come back in the order they were carved. */
+static struct hak_slab *split_head(struct hot_span_box *box, struct hak_slab *span,
+                                   struct hak_slab *desc, uint32_t pages)
+{
+    bin_remove(box, span);
+    desc->chunk = span->chunk;
+    desc->node = span->node;
+    desc->free_node = HAK_NO_NODE;
+    desc->first_page = span->first_page;
+    desc->pages = pages;
+    desc->start = span->start;
+    uint32_t touched = span->touched_pages;
+    desc->touched_pages = touched < pages ? touched : pages;
+    span->touched_pages = touched > pages ? touched - pages : 0;
+    span->first_page += pages;
+    span->pages -= pages;
+    span->start += (size_t)pages * HAK_PAGE_SIZE;
+    bin_insert(box, span);
+    box->bytes -= span_bytes(desc);
+    map_pages(desc, desc->first_page, pages);
+    return desc;
+}
+
 struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages)
 {
     struct hot_span_box *box = &boxes[node];
-    if (pages > MAX_HOT_PAGES || !box->by_pages[pages])
+    if (pages > MAX_HOT_PAGES || !__atomic_load_n(&box->bytes, __ATOMIC_RELAXED))
         return NULL;
+    uint64_t now = hak_os_now_ms();
     pthread_mutex_lock(&box->lock);
-    struct hak_slab *span = box->by_pages[pages];
-    if (span)
+    struct hak_slab *span = best_fit(box, pages);
+    if (span && span->pages > pages) {
+        /* Under the lock (meta's comes after it): a span taken meanwhile
+         * would leave us nothing to split. */
+        struct hak_slab *desc = hak_span_desc_alloc();
+        span = desc ? split_head(box, span, desc, pages) : NULL;
+    } else if (span) {
         unlink_span(box, span);
-    struct hak_slab *evicted = collect_evictions(box, hak_os_now_ms());
+    }
+    if (span)
+        span->kind = HAK_SLAB_INVALID;
+    struct hak_slab *evicted = collect_evictions(box, now);
     pthread_mutex_unlock(&box->lock);
     release(evicted);
     if (span) {
         span->state = HAK_STATE_NONE;
+        span->end = span->start + span_bytes(span);
         hak_stat_add(HAK_STAT_HOT_HITS, 1);
+    }
+    return span;
+}
+
+/* A hot span next to span in its chunk, at page, or NULL. */
+static struct hak_slab *hot_neighbour(struct hak_slab *span, uint32_t page)
+{
+    if (page < HAK_ARENA_HEADER_PAGES || page >= HAK_ARENA_PAGES)
+        return NULL;
+    struct hak_slab *other = *page_entry(span, page);
+    return other->kind == HAK_SLAB_HOT_SPAN ? other : NULL;
+}
+
+/* Merges the hot neighbours of span into one span, out of the box;
+ * descriptors left over go to drop. */
+static struct hak_slab *coalesce(struct hot_span_box *box, struct hak_slab *span,
+                                 struct hak_slab *drop[2])
+{
+    struct hak_slab *before = hot_neighbour(span, span->first_page - 1);
+    if (before) {
+        unlink_span(box, before);
+        map_pages(before, span->first_page, span->pages);
+        /* Resident pages past an untouched gap would be counted as fresh
+         * later: the telemetry errs towards first touches. */
+        if (before->touched_pages == before->pages)
+            before->touched_pages += span->touched_pages;
+        before->pages += span->pages;
+        drop[0] = span;
+        span = before;
+    }
+    struct hak_slab *after = hot_neighbour(span, span->first_page + span->pages);
+    if (after) {
+        unlink_span(box, after);
+        map_pages(span, after->first_page, after->pages);
+        if (span->touched_pages == span->pages)
+            span->touched_pages += after->touched_pages;
+        span->pages += after->pages;
+        drop[1] = after;
     }
     return span;
 }
@@ -139,29 +274,25 @@ void hak_hot_span_put(struct hak_slab *span)
     span->kind = HAK_SLAB_INVALID;
     span->state = HAK_STATE_POOL;
     span->end = span->start; /* a stray free into it now fails validation */
-    if (span->pages > MAX_HOT_PAGES || hak_options.hot_bytes == 0) {
+    if (hak_options.hot_bytes == 0) {
         span->next = NULL;
         release(span);
         return;
     }
+    struct hak_slab *drop[2] = {NULL, NULL};
     uint64_t now = hak_os_now_ms();
-    span->freed_ms = now;
     pthread_mutex_lock(&box->lock);
-    span->prev = NULL;
-    span->next = box->by_pages[span->pages];
-    if (span->next)
-        span->next->prev = span;
-    box->by_pages[span->pages] = span;
-    span->age_next = NULL;
-    span->age_prev = box->newest;
-    if (box->newest)
-        box->newest->age_next = span;
-    else
-        box->oldest = span;
-    box->newest = span;
+    span = coalesce(box, span, drop);
+    span->kind = HAK_SLAB_HOT_SPAN;
+    span->freed_ms = now;
+    bin_insert(box, span);
+    age_append(box, span);
     box->bytes += span_bytes(span);
     struct hak_slab *evicted = collect_evictions(box, now);
     pthread_mutex_unlock(&box->lock);
+    for (unsigned i = 0; i < 2; i++)
+        if (drop[i])
+            hak_span_desc_free(drop[i]);
     release(evicted);
 }
 

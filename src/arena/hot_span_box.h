@@ -1,13 +1,15 @@
 /* The HotSpanBox: spans freed recently stay mapped and resident, and are
- * handed out again before the PageArena touches a fresh page.  Bounded by a
- * byte budget and by age (HAKMEM_HOT_BYTES, HAKMEM_DECAY_MS); what falls out
- * is decommitted and returned to the PageArena. */
+ * handed out again before the PageArena touches a fresh page.  Neighbouring
+ * hot spans merge, and a longer one is cut for a shorter request.  Bounded
+ * by a byte budget and by age (HAKMEM_HOT_BYTES, HAKMEM_DECAY_MS); what
+ * falls out is decommitted and returned to the PageArena. */
 #ifndef HAK_HOT_SPAN_BOX_H
 #define HAK_HOT_SPAN_BOX_H
 
 #include "../internal.h"
 
-/* A hot span of exactly pages pages on node, or NULL. */
+/* pages pages of hot memory on node: the front of the shortest hot span
+ * that is long enough, the most recently freed of that length; or NULL. */
 struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages);
 /* Keeps a freed (dirty) span. */
 void hak_hot_span_put(struct hak_slab *span);

@@ -27,6 +27,18 @@ static size_t round_to_page(size_t size)
     return (size + HAK_PAGE_SIZE - 1) & ~(HAK_PAGE_SIZE - 1);
 }
 
+/* The block's pages up to size are handed out: those beyond what it ever
+ * handed out before are first touched, the others reused (or, when the
+ * block grows in place, already the program's). */
+static void count_pages(struct hak_large *large, size_t size, bool in_place)
+{
+    size_t pages = round_to_page(size) / HAK_PAGE_SIZE;
+    size_t reused = pages < large->touched_pages ? pages : large->touched_pages;
+    if (pages > large->touched_pages)
+        large->touched_pages = pages;
+    hak_stat_pages_out(HAK_PAGES_LARGE, pages - reused, in_place ? 0 : reused);
+}
+
 static void unmap(struct hak_large *large)
 {
     size_t total = large->head.map_size;
@@ -71,6 +83,7 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
         struct hak_large *cached = reuse(node, size);
         if (cached) {
             hak_stat_add(HAK_STAT_HOT_HITS, 1);
+            count_pages(cached, size, false);
             if (zeroed)
                 memset(hak_large_block(cached), 0, size);
             return hak_large_block(cached);
@@ -101,6 +114,8 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
         errno = ENOMEM;
         return NULL;
     }
+    count_pages(large, size, false);
+    hak_stat_pages_out(HAK_PAGES_SSM, 1, 0); /* the head's page */
     hak_stat_add(HAK_STAT_LARGE_ALLOCS, 1);
     hak_stat_node_map(node, (int64_t)total);
     return (char *)large + offset;
@@ -148,8 +163,12 @@ bool hak_large_resize(struct hak_large *large, size_t size)
     size_t old_total = large->head.map_size;
     if (total < size)
         return false;
-    if (total <= old_total)
-        return size > large->usable / 2;
+    if (total <= old_total) {
+        if (size <= large->usable / 2)
+            return false;
+        count_pages(large, size, true);
+        return true;
+    }
     /* mremap succeeds only where the address space after the block is free,
      * so registering afterwards cannot clobber a neighbouring chunk. */
     if (!hak_os_grow_in_place(large, old_total, total))
@@ -162,6 +181,7 @@ bool hak_large_resize(struct hak_large *large, size_t size)
     hak_stat_node_map(large->head.node, (int64_t)(total - old_total));
     large->head.map_size = total;
     large->usable = total - large->offset;
+    count_pages(large, size, true);
     return true;
 }
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "../os.h"
+#include "../stats.h"
 
 #define META_REGION (1u << 20)
 #define META_SIZE_CLASSES 8 /* 64 B ... 8 KiB */
@@ -48,7 +49,11 @@ void *hak_meta_alloc(size_t size)
     }
     obj = meta.bump;
     meta.bump += bytes;
+    /* Regions are page-aligned: the record enters the pages up to its end. */
+    uintptr_t entered = (((uintptr_t)meta.bump + HAK_PAGE_SIZE - 1) >> HAK_PAGE_SHIFT) -
+                        (((uintptr_t)obj + HAK_PAGE_SIZE - 1) >> HAK_PAGE_SHIFT);
     pthread_mutex_unlock(&meta.lock);
+    hak_stat_pages_out(HAK_PAGES_SSM, entered, 0);
     return obj; /* fresh pages read as zeros */
 }
 

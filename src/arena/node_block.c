@@ -2,6 +2,7 @@
 
 #include "hot_span_box.h"
 #include "page_arena.h"
+#include "slab.h"
 
 void *hak_node_block_alloc(size_t size, unsigned node)
 {
@@ -17,6 +18,8 @@ void *hak_node_block_alloc(size_t size, unsigned node)
     span->block_size = pages * (uint32_t)HAK_PAGE_SIZE;
     span->capacity = 1;
     span->end = span->start + span->block_size;
+    hak_slab_count_pages(span, 0, span->block_size,
+                         span->block_size <= HAK_MID_MAX ? HAK_PAGES_MID : HAK_PAGES_L25);
     return span->start;
 }
 

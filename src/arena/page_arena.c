@@ -110,6 +110,7 @@ static struct hak_slab *new_chunk(unsigned node)
     span->pages = HAK_ARENA_USABLE_PAGES;
     span->start = (char *)chunk + HAK_ARENA_HEADER_PAGES * HAK_PAGE_SIZE;
     map_pages(span);
+    hak_stat_pages_out(HAK_PAGES_SSM, HAK_ARENA_HEADER_PAGES, 0);
     hak_stat_add(HAK_STAT_ARENA_CHUNKS, 1);
     hak_stat_node_map(node, HAK_ARENA_CHUNK_SIZE);
     return span;
@@ -157,6 +158,7 @@ struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
     span->kind = HAK_SLAB_INVALID;
     span->state = HAK_STATE_NONE;
     span->end = span->start + (size_t)span->pages * HAK_PAGE_SIZE;
+    span->touched_pages = 0; /* the arena's spans are all clean */
     return span;
 }
 

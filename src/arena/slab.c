@@ -67,7 +67,27 @@ bool hak_slab_extend(struct hak_slab *slab)
     hak_link_set(last, head);
     slab->free = block;
     slab->carve = last + size;
+    unsigned cls = slab->cls;
+    enum hak_page_bucket bucket = hak_class_is_small(cls) ? (enum hak_page_bucket)cls
+                                  : hak_class_is_l25(cls) ? HAK_PAGES_L25
+                                                          : HAK_PAGES_MID;
+    hak_slab_count_pages(slab, (size_t)(block - slab->start), (size_t)(slab->carve - slab->start),
+                         bucket);
     return true;
+}
+
+void hak_slab_count_pages(struct hak_slab *slab, size_t from, size_t to,
+                          enum hak_page_bucket bucket)
+{
+    uint32_t first = (uint32_t)((from + HAK_PAGE_SIZE - 1) >> HAK_PAGE_SHIFT);
+    uint32_t end = (uint32_t)((to + HAK_PAGE_SIZE - 1) >> HAK_PAGE_SHIFT);
+    if (end <= first)
+        return;
+    uint32_t touched = slab->touched_pages;
+    uint32_t reused = touched <= first ? 0 : (touched < end ? touched : end) - first;
+    if (end > touched)
+        slab->touched_pages = end;
+    hak_stat_pages_out(bucket, end - first - reused, reused);
 }
 
 uint32_t hak_slab_collect_remote(struct hak_slab *slab)

@@ -4,6 +4,7 @@
 #define HAK_SLAB_H
 
 #include "../internal.h"
+#include "../stats.h"
 
 /* Makes slab the owner's, carved into blocks of cls over [start, start + bytes). */
 void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, unsigned cls, char *start,
@@ -12,6 +13,12 @@ void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, unsigned cls
 /* Carves the next page's worth of fresh blocks onto the free list; false when
  * the slab has none left.  Pages are touched as they are needed. */
 bool hak_slab_extend(struct hak_slab *slab);
+
+/* Counts the pages over [from, to), byte offsets from the slab's start, as
+ * handed out: first touched above its touched_pages, reused below.  A page
+ * the range shares with an earlier one was counted then. */
+void hak_slab_count_pages(struct hak_slab *slab, size_t from, size_t to,
+                          enum hak_page_bucket bucket);
 
 /* Moves blocks that other threads freed onto the free list; returns how many. */
 uint32_t hak_slab_collect_remote(struct hak_slab *slab);

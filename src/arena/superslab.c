@@ -34,6 +34,8 @@ struct hak_superslab *hak_superslab_create(unsigned node)
         hak_os_unmap(ss, HAK_SUPERSLAB_SIZE);
         return NULL;
     }
+    hak_stat_pages_out(HAK_PAGES_SSM,
+                       (sizeof(struct hak_superslab) + HAK_PAGE_SIZE - 1) / HAK_PAGE_SIZE, 0);
     hak_stat_add(HAK_STAT_SUPERSLABS, 1);
     hak_stat_node_map(node, HAK_SUPERSLAB_SIZE);
     return ss;

@@ -1,7 +1,8 @@
 /* The PageArena and the HotSpanBox in front of it: spans are disjoint pages
  * of registered chunks, freed spans coalesce back into whole chunks, and the
- * box hands a freed span back until its byte budget pushes it out to the
- * arena, decommitted.
+ * box hands freed memory back, merged with its hot neighbours and cut to the
+ * length asked for, until its byte budget pushes it out to the arena,
+ * decommitted.
  *
  * The test owns node 0's arena: the program allocates no Mid or L25 blocks
  * (stdout is unbuffered, so stdio does not either). */
@@ -232,23 +233,54 @@ static void test_several_chunks(void)
 
 /* ---- the HotSpanBox ---- */
 
+/* A span with an allocated page right after it, so that it merges with
+ * nothing put after it; the fence goes to fences. */
+static struct hak_slab *alloc_fenced(uint32_t pages, struct hak_slab **fence)
+{
+    struct hak_slab *span = alloc_span(pages);
+    *fence = alloc_span(1);
+    if ((*fence)->start != span->end)
+        hard_error("the arena did not place a page right after a span of %u pages", pages);
+    return span;
+}
+
+static void check_hot(struct hak_slab *span, char *start, uint32_t pages, unsigned seed,
+                      const char *what)
+{
+    if (!span) {
+        CHECK(false, "%s: no span", what);
+        return;
+    }
+    size_t bytes = (size_t)pages * HAK_PAGE_SIZE;
+    CHECK(span->start == start && span->pages == pages && span->end == start + bytes,
+          "%s: got %u pages at %p, want %u at %p", what, span->pages, (void *)span->start, pages,
+          (void *)start);
+    for (uint32_t p = 0; p < pages && span->first_page + p < HAK_ARENA_PAGES; p++)
+        if (page_owner(span, span->first_page + p) != span) {
+            CHECK(false, "%s: page %u maps to another descriptor", what, p);
+            break;
+        }
+    CHECK(pattern_mismatch(start, bytes, seed) == PATTERN_INTACT,
+          "%s: lost its contents: a hot span stays resident", what);
+}
+
 static void test_hot_take_back(void)
 {
-    struct hak_slab *a = alloc_span(8);
-    struct hak_slab *b = alloc_span(8);
-    struct hak_slab *c = alloc_span(3);
+    struct hak_slab *fences[3];
+    struct hak_slab *a = alloc_fenced(8, &fences[0]);
+    struct hak_slab *b = alloc_fenced(8, &fences[1]);
+    struct hak_slab *c = alloc_fenced(3, &fences[2]);
     char *a_start = a->start;
     fill_pattern(a->start, 8 * HAK_PAGE_SIZE, 1);
     fill_pattern(b->start, 8 * HAK_PAGE_SIZE, 2);
+    fill_pattern(c->start, 3 * HAK_PAGE_SIZE, 3);
 
     hak_hot_span_put(a);
-    CHECK(hak_hot_span_take(0, 7) == NULL && hak_hot_span_take(0, 9) == NULL,
-          "a hot span of 8 pages was taken for another length");
+    CHECK(hak_hot_span_take(0, 9) == NULL, "a hot span of 8 pages was taken for 9");
     struct hak_slab *again = hak_hot_span_take(0, 8);
-    CHECK(again == a && again->start == a_start, "put then take of 8 pages gave another span");
+    CHECK(again == a, "put then take of 8 pages gave another span");
+    check_hot(again, a_start, 8, 1, "put then take of 8 pages");
     CHECK(hak_hot_span_take(0, 8) == NULL, "the box gave a span it no longer holds");
-    CHECK(pattern_mismatch(a_start, 8 * HAK_PAGE_SIZE, 1) == PATTERN_INTACT,
-          "a hot span lost its contents: it should stay resident");
 
     /* The most recently freed (hottest) comes back first. */
     hak_hot_span_put(a);
@@ -261,6 +293,74 @@ static void test_hot_take_back(void)
     free_span(a);
     free_span(b);
     free_span(c);
+    for (unsigned i = 0; i < 3; i++)
+        free_span(fences[i]);
+}
+
+/* A shorter request takes the front of the shortest span long enough; the
+ * rest stays hot, and the pieces merge again when they come back. */
+static void test_hot_best_fit(void)
+{
+    struct hak_slab *fences[2];
+    struct hak_slab *a = alloc_fenced(8, &fences[0]);
+    struct hak_slab *c = alloc_fenced(3, &fences[1]);
+    char *a_start = a->start, *c_start = c->start;
+    fill_pattern(a_start, 8 * HAK_PAGE_SIZE, 1);
+    fill_pattern(c_start, 3 * HAK_PAGE_SIZE, 3);
+    uint64_t evictions = counter(HAK_STAT_HOT_EVICTIONS);
+    hak_hot_span_put(a);
+    hak_hot_span_put(c);
+
+    struct hak_slab *c_front = hak_hot_span_take(0, 2);
+    check_hot(c_front, c_start, 2, 3, "2 pages out of hot spans of 8 and 3");
+    struct hak_slab *c_rest = hak_hot_span_take(0, 1);
+    CHECK(c_rest && c_rest->start == c_start + 2 * HAK_PAGE_SIZE && c_rest->pages == 1,
+          "1 page: not the rest of the span of 3");
+    struct hak_slab *a_front = hak_hot_span_take(0, 5);
+    check_hot(a_front, a_start, 5, 1, "5 pages out of a hot span of 8");
+    struct hak_slab *a_rest = hak_hot_span_take(0, 3);
+    CHECK(a_rest && a_rest->start == a_start + 5 * HAK_PAGE_SIZE && a_rest->pages == 3,
+          "3 pages: not the rest of the span of 8");
+    CHECK(hak_hot_span_take(0, 1) == NULL, "the box gave more pages than it was given");
+    if (!c_front || !c_rest || !a_front || !a_rest)
+        return;
+
+    hak_hot_span_put(a_rest);
+    hak_hot_span_put(c_front);
+    hak_hot_span_put(a_front);
+    hak_hot_span_put(c_rest);
+    struct hak_slab *a_whole = hak_hot_span_take(0, 8);
+    check_hot(a_whole, a_start, 8, 1, "the pieces of the span of 8, put back");
+    struct hak_slab *c_whole = hak_hot_span_take(0, 3);
+    check_hot(c_whole, c_start, 3, 3, "the pieces of the span of 3, put back");
+    CHECK(counter(HAK_STAT_HOT_EVICTIONS) == evictions, "cutting and merging evicted spans");
+    if (a_whole)
+        free_span(a_whole);
+    if (c_whole)
+        free_span(c_whole);
+    for (unsigned i = 0; i < 2; i++)
+        free_span(fences[i]);
+}
+
+/* Neighbours put in any order become one span. */
+static void test_hot_merge(void)
+{
+    struct hak_slab *fence;
+    struct hak_slab *x = alloc_span(4);
+    struct hak_slab *y = alloc_span(4);
+    struct hak_slab *z = alloc_fenced(4, &fence);
+    if (y->start != x->end || z->start != y->end)
+        hard_error("the arena did not place three spans side by side");
+    char *start = x->start;
+    fill_pattern(start, 12 * HAK_PAGE_SIZE, 5);
+    hak_hot_span_put(x);
+    hak_hot_span_put(z);
+    hak_hot_span_put(y);
+    struct hak_slab *whole = hak_hot_span_take(0, 12);
+    check_hot(whole, start, 12, 5, "three neighbours put in the order 1, 3, 2");
+    if (whole)
+        free_span(whole);
+    free_span(fence);
 }
 
 /* Over budget, the oldest spans leave: decommitted (they read as zeros) and
@@ -273,10 +373,10 @@ static void test_hot_budget(void)
 
     /* Keeps the chunk from emptying: evicted spans stay readable. */
     struct hak_slab *guard = alloc_span(1);
-    struct hak_slab *spans[SPANS];
+    struct hak_slab *spans[SPANS], *fences[SPANS];
     char *starts[SPANS];
     for (unsigned i = 0; i < SPANS; i++) {
-        spans[i] = alloc_span(PAGES);
+        spans[i] = alloc_fenced(PAGES, &fences[i]);
         starts[i] = spans[i]->start;
         fill_pattern(starts[i], span_bytes, 10 + i);
     }
@@ -318,26 +418,8 @@ static void test_hot_budget(void)
     CHECK(nonzero_offset(start, span_bytes) == PATTERN_INTACT,
           "a span put with a zero budget was not decommitted");
 
-    free_span(guard);
-}
-
-/* Spans longer than any L25 block are never kept. */
-static void test_hot_too_long(void)
-{
-    hak_options.hot_bytes = 64u << 20;
-    struct hak_slab *guard = alloc_span(1);
-    uint32_t pages = HAK_L25_MAX / HAK_PAGE_SIZE + 1;
-    struct hak_slab *span = alloc_span(pages);
-    char *start = span->start;
-    size_t bytes = (size_t)pages * HAK_PAGE_SIZE;
-    if (span->chunk != guard->chunk) {
-        CHECK(false, "the long span is not in the chunk of the span allocated before it");
-        return;
-    }
-    fill_pattern(start, bytes, 7);
-    hak_hot_span_put(span);
-    CHECK(hak_hot_span_take(0, pages) == NULL, "a span of %u pages was kept hot", pages);
-    CHECK(nonzero_offset(start, bytes) == PATTERN_INTACT, "a too-long span was not decommitted");
+    for (unsigned i = 0; i < SPANS; i++)
+        free_span(fences[i]);
     free_span(guard);
 }
 
@@ -356,7 +438,8 @@ int main(void)
     test_coalescing();
     test_several_chunks();
     test_hot_take_back();
+    test_hot_best_fit();
+    test_hot_merge();
     test_hot_budget();
-    test_hot_too_long();
     return test_result("test_page_arena");
 }

@@ -1,6 +1,8 @@
 /* Remote frees through malloc and free: thread A allocates blocks of small,
  * Mid and L25 classes, thread B frees them all and exits, and A's later
- * allocations get those blocks back.
+ * allocations get that memory back: the same blocks, or for Mid and L25
+ * blocks ones that start inside them (the HotSpanBox merges neighbouring
+ * freed spans and cuts them again where the next request needs).
  *
  * A free by another thread of the same node goes into the freeing thread's
  * cache first; only when that cache flushes, or the thread exits, does the
@@ -41,6 +43,11 @@ static const char *const freer_names[] = {"freer with a heap", "freer without a 
 struct round {
     enum freer freer;
     void **blocks[CASES];
+    /* The blocks in address order, and room for the blocks taken again:
+     * allocated before the frees, so that the test's own allocations never
+     * take the freed memory. */
+    void **sorted[CASES];
+    void **again[CASES];
 };
 
 static unsigned seed_of(enum freer freer, size_t c, unsigned i)
@@ -89,18 +96,35 @@ static int compare_pointers(const void *a, const void *b)
     return (left > right) - (left < right);
 }
 
+/* Whether block starts inside one of the count sorted blocks of size. */
+static bool inside_freed(void *block, void **sorted, unsigned count, size_t size)
+{
+    unsigned lo = 0, hi = count; /* the first one starting above block */
+    while (lo < hi) {
+        unsigned mid = (lo + hi) / 2;
+        if ((uintptr_t)sorted[mid] <= (uintptr_t)block)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo > 0 && (uintptr_t)block - (uintptr_t)sorted[lo - 1] < size;
+}
+
+/* Up to what A may still have had fresh (its cache and the rest of its
+ * current slab) beyond the blocks it freed. */
+static unsigned reuse_limit(size_t c)
+{
+    unsigned cls = hak_class_of(cases[c].size);
+    return cases[c].count + hak_class_span_bytes[cls] / hak_class_size[cls] + 64;
+}
+
 /* A takes blocks of the class again, as many as it freed, and more if none
- * came back yet: up to what it may still have had fresh (its cache and the
- * rest of its current slab). */
+ * came back yet, up to reuse_limit. */
 static void check_reuse(struct round *round, size_t c)
 {
     const struct class_case *cs = &cases[c];
-    unsigned cls = hak_class_of(cs->size);
-    unsigned limit = cs->count + hak_class_span_bytes[cls] / hak_class_size[cls] + 64;
-    void **again = calloc(limit, sizeof(void *));
-    if (!again)
-        hard_error("calloc failed");
-    qsort(round->blocks[c], cs->count, sizeof(void *), compare_pointers);
+    unsigned limit = reuse_limit(c);
+    void **again = round->again[c];
 
     unsigned taken = 0, reused = 0;
     while (taken < limit && (taken < cs->count || reused == 0)) {
@@ -108,7 +132,7 @@ static void check_reuse(struct round *round, size_t c)
         if (!block)
             hard_error("malloc(%zu) failed", cs->size);
         again[taken++] = block;
-        if (bsearch(&block, round->blocks[c], cs->count, sizeof(void *), compare_pointers))
+        if (inside_freed(block, round->sorted[c], cs->count, cs->size))
             reused++;
     }
     if (cs->most_back_at_once)
@@ -150,6 +174,12 @@ static void run_round(enum freer freer)
             fill_pattern(block, cases[c].size, seed_of(freer, c, i));
             round.blocks[c][i] = block;
         }
+        round.sorted[c] = calloc(cases[c].count, sizeof(void *));
+        round.again[c] = calloc(reuse_limit(c), sizeof(void *));
+        if (!round.sorted[c] || !round.again[c])
+            hard_error("calloc failed");
+        memcpy(round.sorted[c], round.blocks[c], cases[c].count * sizeof(void *));
+        qsort(round.sorted[c], cases[c].count, sizeof(void *), compare_pointers);
     }
 
     uint64_t before[CASES], after[CASES];
@@ -169,6 +199,7 @@ static void run_round(enum freer freer)
     for (size_t c = 0; c < CASES; c++) {
         check_reuse(&round, c);
         free(round.blocks[c]);
+        free(round.sorted[c]);
     }
 }
 
