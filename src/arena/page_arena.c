@@ -1,5 +1,6 @@
 #include "page_arena.h"
 
+#include "../harden.h"
 #include "../numa/binding.h"
 #include "../options.h"
 #include "../os.h"
@@ -97,6 +98,7 @@ static struct hak_slab *new_chunk(unsigned node)
     chunk->head.kind = HAK_CHUNK_ARENA;
     chunk->head.node = node;
     chunk->head.map_size = HAK_ARENA_CHUNK_SIZE;
+    chunk->head.route = hak_harden.route;
     for (unsigned p = 0; p < HAK_ARENA_HEADER_PAGES; p++)
         chunk->page_slab[p] = &hak_invalid_slab;
     if (!hak_page_map_set(chunk, HAK_ARENA_CHUNK_SIZE, &chunk->head)) {
