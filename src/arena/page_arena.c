@@ -63,6 +63,9 @@ static void bin_remove(struct page_arena *arena, struct hak_slab *span)
     if (!arena->bins[n])
         arena->nonempty[n / 64] &= ~(1ull << (n % 64));
     span->next = span->prev = NULL;
+    /* Under the lock: a thread freeing a neighbour looks at this to decide
+     * whether to merge with it, before the span's new owner gets to it. */
+    span->kind = HAK_SLAB_INVALID;
 }
 
 /* The smallest free span of at least pages pages. */
@@ -156,7 +159,6 @@ struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
     pthread_mutex_unlock(&arena->lock);
     if (!span)
         return NULL;
-    span->kind = HAK_SLAB_INVALID;
     span->state = HAK_STATE_NONE;
     span->end = span->start + (size_t)span->pages * HAK_PAGE_SIZE;
     return span;
