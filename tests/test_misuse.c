@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "hakmem.h"
 
 /* Sizes and the classes hakmem serves them from, at levels 1 and 2 alike
  * (level 2 adds 8 bytes of canary record, which these classes hold). */
@@ -233,6 +234,17 @@ static void run_case(const char *name)
         write_to_guard(L25_SIZE, "expect", block + L25_CLASS_SIZE);
     } else if (!strcmp(name, "guard_large")) {
         write_to_guard(LARGE_SIZE, "expect", NULL);
+    } else if (!strcmp(name, "interior_node_block")) {
+        /* Before this thread's first malloc it has no heap of its own:
+         * hak_malloc_onnode places the block in a span of its own. */
+        char *block = hak_malloc_onnode(SMALL_SIZE, 0);
+        tell("addr", block + 16);
+        free(fault_ptr(block + 16));
+    } else if (!strcmp(name, "overflow_node_block")) {
+        char *block = hak_malloc_onnode(SMALL_SIZE, 0);
+        ((char *)fault_ptr(block))[SMALL_SIZE] = 0;
+        tell("addr", block);
+        free(block);
     } else if (!strcmp(name, "links_plain")) {
         links(1);
     } else if (!strcmp(name, "links_encoded")) {
@@ -275,6 +287,7 @@ static const struct misuse_case cases[] = {
     {"never_arena_free_span", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"corrupted_free_list", "1", SIGABRT, "corrupted free list (a freed block was written to) at",
      NULL},
+    {"interior_node_block", "1", SIGABRT, "free of a pointer inside a block:", "node block"},
     {"links_encoded", "1", 0, NULL, NULL},
     {"links_plain", "0", 0, NULL, NULL},
     {"double_free_small", "2", SIGABRT, "double free of", "class C3"},
@@ -286,6 +299,7 @@ static const struct misuse_case cases[] = {
     {"overflow_mid", "2", SIGABRT, "heap overflow past block", "class M8"},
     {"overflow_l25", "2", SIGABRT, "heap overflow past block", "class L6"},
     {"overflow_large", "2", SIGABRT, "heap overflow past block", "large block"},
+    {"overflow_node_block", "2", SIGABRT, "heap overflow past block", "node block"},
     {"guard_small", "2", SIGSEGV, NULL, NULL},
     {"guard_mid", "2", SIGSEGV, NULL, NULL},
     {"guard_l25", "2", SIGSEGV, NULL, NULL},
