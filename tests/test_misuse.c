@@ -204,6 +204,8 @@ static void run_case(const char *name)
         /* M1 (1.5 KiB) in a 64 KiB span, of which the first refill
          * carves some 46 KiB. */
         never_handed_out(first_block(1300, PAGE_SIZE_4K) + 60 * KiB);
+    } else if (!strcmp(name, "never_large_header")) {
+        never_handed_out(must_malloc(LARGE_SIZE) - PAGE_SIZE_4K);
     } else if (!strcmp(name, "never_arena_header")) {
         char *block = first_block(1300, PAGE_SIZE_4K);
         never_handed_out((char *)((uintptr_t)block & ~(uintptr_t)(2 * MiB - 1)));
@@ -283,6 +285,7 @@ static const struct misuse_case cases[] = {
     {"never_superslab_header", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"never_small_uncarved", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"never_mid_uncarved", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
+    {"never_large_header", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"never_arena_header", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"never_arena_free_span", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"corrupted_free_list", "1", SIGABRT, "corrupted free list (a freed block was written to) at",

@@ -132,8 +132,13 @@ void hak_large_free(struct hak_large *large, void *ptr)
     if (!hak_large_contains(large, ptr))
         return; /* not hakmem's memory: leave it alone */
     hak_memcheck_freelike(ptr);
-    if (ptr != hak_large_block(large))
+    char *block = hak_large_block(large);
+    if ((char *)ptr != block) {
+        /* The head before the block, a guard page after it. */
+        if ((char *)ptr < block || (char *)ptr >= block + large->usable)
+            hak_fatal("free of a pointer hakmem never handed out:", ptr);
         hak_fatal_note("free of a pointer inside a block:", ptr, "large block");
+    }
     if (large->cached)
         hak_fatal_note("double free of", ptr, "large block");
     if (hak_harden.checked)
