@@ -13,6 +13,7 @@
 #include "arena/shared_pool.h"
 #include "front/block_link.h"
 #include "front/thread_heap.h"
+#include "harden.h"
 #include "numa/node.h"
 #include "internal.h"
 #include "options.h"
@@ -22,6 +23,7 @@
 
 struct hak_slab hak_empty_slab = {.kind = HAK_SLAB_INVALID, .free_node = HAK_NO_NODE};
 struct hak_slab hak_invalid_slab = {.kind = HAK_SLAB_INVALID, .free_node = HAK_NO_NODE};
+struct hak_slab hak_interior_slab = {.kind = HAK_SLAB_INVALID, .free_node = HAK_NO_NODE};
 struct hak_heap hak_empty_heap;
 
 enum { INIT_NONE, INIT_RUNNING, INIT_DONE };
@@ -88,6 +90,7 @@ static void init_once(void)
     if (getauxval(AT_PAGESZ) != HAK_PAGE_SIZE)
         hak_fatal("this build needs 4 KiB pages", NULL);
     hak_options_load();
+    hak_harden_init();
     hak_block_link_init();
     hak_numa_init();
     if (!hak_heap_setup())

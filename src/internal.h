@@ -74,6 +74,16 @@ enum hak_chunk_kind {
     HAK_CHUNK_LARGE,
 };
 
+/* How free() treats a chunk's blocks (harden.h): one test on the fast path
+ * tells the level-1 path from the others.  Not 0, which compilers test
+ * with a load and a second instruction instead of one compare. */
+enum hak_free_route {
+    HAK_ROUTE_FAST = 1, /* level 1: front/thread_heap.h, inline */
+    HAK_ROUTE_PLAIN,    /* level 0: unchecked, inline */
+    HAK_ROUTE_CHECKED,  /* checked mode: out of line, exact */
+    HAK_ROUTE_LARGE,    /* a large mapping */
+};
+
 /* At offset 0 of every chunk. */
 struct hak_chunk_head {
     uint32_t kind;
@@ -81,7 +91,8 @@ struct hak_chunk_head {
     size_t map_size; /* bytes mapped, from the head */
     struct hak_chunk_head *next; /* in its backend's list */
     struct hak_chunk_head *prev;
-    char reserved[HAK_CACHE_LINE - 32];
+    uint32_t route; /* enum hak_free_route */
+    char reserved[HAK_CACHE_LINE - 36];
 };
 
 /* The view of SuperSlabs and arena chunks that free() uses: a page table
@@ -92,7 +103,7 @@ struct hak_chunk {
 };
 
 enum hak_slab_kind {
-    HAK_SLAB_INVALID = 0, /* header pages, free spans: freeing here is a bug */
+    HAK_SLAB_INVALID = 0, /* header pages, uncarved and guard pages, spans not in use */
     HAK_SLAB_SMALL,
     HAK_SLAB_MID,
     HAK_SLAB_L25,
@@ -199,6 +210,7 @@ struct hak_large {
     struct hak_chunk_head head;
     size_t offset; /* of the user block from the head */
     size_t usable;
+    size_t requested; /* checked mode: the size asked for; a canary follows */
     uint64_t freed_ms;
     size_t touched_pages; /* of the block ever handed out (page telemetry) */
     bool cached;          /* freed, kept mapped for reuse */
@@ -236,6 +248,7 @@ struct hak_heap {
     struct hak_slab_list partial[HAK_NUM_CLASSES];
     struct hak_slab_list full[HAK_NUM_CLASSES];
     uint32_t node;
+    struct hak_quarantine *quarantine; /* under memcheck: front/quarantine.h */
     struct hak_heap *next_live; /* registry, for stats */
     struct hak_heap *prev_live;
     struct hak_class_stats stats[HAK_NUM_CLASSES];
@@ -255,7 +268,12 @@ struct hak_thread {
  * slow ones without a separate check. */
 extern struct hak_heap hak_empty_heap;
 extern struct hak_slab hak_empty_slab;
+/* The page table's entry for pages that hold no block start: chunk headers,
+ * pages of a slab not carved yet (never handed out), and pages inside a
+ * block bigger than a page (hak_interior_slab).  Both serve no blocks, so a
+ * free there leaves the fast path. */
 extern struct hak_slab hak_invalid_slab;
+extern struct hak_slab hak_interior_slab;
 
 void hak_init(void);
 /* Aborts with "hakmem: WHAT ADDR (NOTE)"; addr and note may be NULL. */

@@ -4,11 +4,15 @@ src_libhakmem_la_SOURCES = \
 	src/internal.h \
 	src/malloc_api.c \
 	src/init.c \
+	src/harden.c src/harden.h \
+	src/memcheck.h \
 	src/options.c src/options.h \
 	src/os.c src/os.h \
 	src/print.c src/print.h \
 	src/stats.c src/stats.h \
 	src/front/block_link.c src/front/block_link.h \
+	src/front/canary.c src/front/canary.h \
+	src/front/quarantine.c src/front/quarantine.h \
 	src/front/size_class.c src/front/size_class.h \
 	src/front/thread_heap.c src/front/thread_heap.h \
 	src/arena/abandoned.c src/arena/abandoned.h \

@@ -10,6 +10,7 @@
 #include "front/size_class.h"
 #include "front/thread_heap.h"
 #include "hakmem.h"
+#include "harden.h"
 #include "internal.h"
 #include "numa/binding.h"
 #include "numa/node.h"
@@ -45,26 +46,27 @@ static struct hak_chunk_head *owner_of(const void *ptr)
 static inline void *alloc(size_t size)
 {
     if (HAK_LIKELY(size <= HAK_SMALL_MAX))
-        return hak_heap_alloc(hak_small_class(size));
+        return hak_heap_alloc(hak_small_class(size), size);
     if (HAK_LIKELY(size <= HAK_L25_MAX))
-        return hak_heap_alloc(hak_mid_class(size));
+        return hak_heap_alloc(hak_mid_class(size), size);
     return alloc_large(size, HAK_PAGE_SIZE, false);
 }
 
-/* Bytes usable at ptr, which lies in chunk. */
+/* Bytes usable at ptr, which lies in chunk: in checked mode exactly those
+ * asked for, since the canary follows them. */
 static size_t usable_size(struct hak_chunk_head *chunk, void *ptr)
 {
     if (chunk->kind == HAK_CHUNK_LARGE) {
         struct hak_large *large = (struct hak_large *)chunk;
         if (ptr != hak_large_block(large))
             hak_fatal("pointer inside a large block", ptr);
-        return hak_large_usable(large);
+        return hak_harden.checked ? large->requested : hak_large_usable(large);
     }
     struct hak_slab *slab = hak_chunk_slab(chunk, ptr);
     if (slab->kind != HAK_SLAB_SMALL && slab->kind != HAK_SLAB_MID && slab->kind != HAK_SLAB_L25 &&
         slab->kind != HAK_SLAB_NODE_BLOCK)
         hak_fatal("pointer hakmem never handed out", ptr);
-    return slab->block_size;
+    return hak_harden.checked ? hak_heap_requested_size(slab, ptr) : slab->block_size;
 }
 
 HAK_API void *hak_malloc(size_t size)
@@ -72,13 +74,27 @@ HAK_API void *hak_malloc(size_t size)
     return alloc(size);
 }
 
+/* Frees the level-1 path does not take; inline, for level 0's sake.  An
+ * atomic load is never merged with hak_free's test, which so stays one
+ * compare with memory rather than a load kept for this function. */
+static inline void free_routed(struct hak_chunk_head *chunk, void *ptr)
+{
+    uint32_t route = __atomic_load_n(&chunk->route, __ATOMIC_RELAXED);
+    if (HAK_LIKELY(route == HAK_ROUTE_PLAIN))
+        hak_heap_free_plain(hak_chunk_slab(chunk, ptr), ptr);
+    else if (route == HAK_ROUTE_LARGE)
+        hak_large_free((struct hak_large *)chunk, ptr);
+    else
+        hak_heap_free_checked(hak_chunk_slab(chunk, ptr), ptr);
+}
+
 HAK_API void hak_free(void *ptr)
 {
     struct hak_chunk_head *chunk = hak_page_map_lookup(ptr);
     if (HAK_UNLIKELY(!chunk))
         return; /* NULL, or memory hakmem does not own: leave it alone */
-    if (HAK_UNLIKELY(chunk->kind == HAK_CHUNK_LARGE)) {
-        hak_large_free((struct hak_large *)chunk, ptr);
+    if (HAK_UNLIKELY(chunk->route != HAK_ROUTE_FAST)) {
+        free_routed(chunk, ptr);
         return;
     }
     hak_heap_free(hak_chunk_slab(chunk, ptr), ptr);
@@ -127,7 +143,9 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
             return ptr;
     }
     size_t old = usable_size(chunk, ptr);
-    if (size <= old && size > old / 2)
+    /* In checked mode the block keeps the size it was asked with, which its
+     * canary and memcheck know it by. */
+    if (size <= old && size > old / 2 && !hak_harden.checked)
         return ptr;
     void *fresh = alloc(size);
     if (!fresh)
@@ -160,9 +178,9 @@ static void *alloc_aligned(size_t align, size_t size)
         if (need <= HAK_MID_MAX && align > 256)
             need = (size_t)1 << (64 - __builtin_clzl(need - 1));
         if (need <= HAK_SMALL_MAX)
-            return hak_heap_alloc(hak_small_class(need));
+            return hak_heap_alloc(hak_small_class(need), size);
         if (need <= HAK_L25_MAX)
-            return hak_heap_alloc(hak_mid_class(need));
+            return hak_heap_alloc(hak_mid_class(need), size);
     }
     return alloc_large(size, align, false);
 }
@@ -254,7 +272,8 @@ HAK_API void *hak_malloc_onnode(size_t size, int node)
     if ((unsigned)index == hak_tls.node && (unsigned)index == hak_numa_thread_node())
         return alloc(size);
     if (size > HAK_L25_MAX)
-        return size > PTRDIFF_MAX ? fail_nomem() : hak_large_alloc(size, HAK_PAGE_SIZE, (unsigned)index, false);
+        return size > PTRDIFF_MAX ? fail_nomem()
+                                  : hak_large_alloc(size, HAK_PAGE_SIZE, (unsigned)index, false);
     return hak_node_block_alloc(size, (unsigned)index);
 }
 

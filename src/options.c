@@ -17,6 +17,7 @@ struct hak_options hak_options = {
     .interleave_bytes = 0,
     .stats = false,
     .huge_pages = true,
+    .harden = 1,
 };
 
 enum option_type { OPT_BOOL, OPT_BYTES, OPT_U32, OPT_U64, OPT_CHOICE };
@@ -31,6 +32,7 @@ struct option {
 
 static const char *const numa_modes[] = {"auto", "off", NULL};
 static const char *const numa_policies[] = {"preferred", "bind", NULL};
+static const char *const harden_levels[] = {"0", "1", "2", NULL};
 
 static const struct option table[] = {
     {"HAKMEM_STATS", OPT_BOOL, &hak_options.stats, "print statistics at exit", NULL},
@@ -53,6 +55,9 @@ static const struct option table[] = {
      "preferred (fall back to other nodes when full) or bind", numa_policies},
     {"HAKMEM_INTERLEAVE_BYTES", OPT_BYTES, &hak_options.interleave_bytes,
      "large blocks from this size are interleaved over all nodes (0: never)", NULL},
+    {"HAKMEM_HARDEN", OPT_CHOICE, &hak_options.harden,
+     "0: no checks; 1: encoded links, double and invalid frees; 2: also guard pages, canaries",
+     harden_levels},
 };
 
 /* Digits with an optional K/M/G suffix; false on anything else. */

@@ -22,6 +22,7 @@ struct hak_options {
     size_t interleave_bytes; /* large blocks from this size spread over all nodes */
     bool stats;           /* print statistics at exit */
     bool huge_pages;      /* transparent huge pages for busy PageArenas */
+    uint32_t harden;      /* hardening level 0, 1 or 2 (harden.h) */
 };
 
 extern struct hak_options hak_options;

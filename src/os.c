@@ -51,6 +51,18 @@ void hak_os_decommit(void *addr, size_t size)
     hak_stat_add(HAK_STAT_DECOMMITTED_BYTES, size);
 }
 
+void hak_os_guard(void *addr, size_t size)
+{
+    if (mprotect(addr, size, PROT_NONE))
+        hak_fatal("cannot make a guard page (vm.max_map_count?) at", addr);
+}
+
+void hak_os_unguard(void *addr, size_t size)
+{
+    if (mprotect(addr, size, PROT_READ | PROT_WRITE))
+        hak_fatal("cannot remove a guard page at", addr);
+}
+
 void hak_os_mbind(void *addr, size_t size, enum hak_os_mpol mode, const unsigned long *mask)
 {
     syscall(SYS_mbind, addr, size, (int)mode, mask, (unsigned long)HAK_OS_MAX_NODES + 1, 0);

@@ -14,6 +14,11 @@ void hak_os_unmap(void *addr, size_t size);
 void hak_os_advise_huge(void *addr, size_t size);
 /* Gives the pages back; the range stays mapped and reads as zeros. */
 void hak_os_decommit(void *addr, size_t size);
+/* Guard pages (HAKMEM_HARDEN=2): any access to the range faults, until
+ * hak_os_unguard makes it read-write again.  Aborts when the kernel
+ * refuses (vm.max_map_count reached). */
+void hak_os_guard(void *addr, size_t size);
+void hak_os_unguard(void *addr, size_t size);
 /* The kernel's memory policies (mbind(2)), over OS node ids below
  * HAK_OS_MAX_NODES. */
 #define HAK_OS_MAX_NODES 1024

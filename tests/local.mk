@@ -12,11 +12,14 @@ hakmem_c_tests = \
 	tests/test_fork \
 	tests/test_oom \
 	tests/test_release \
-	tests/test_page_telemetry
+	tests/test_page_telemetry \
+	tests/test_misuse
 
 check_PROGRAMS += $(hakmem_c_tests) tests/cxx_map_threads
-TESTS += $(hakmem_c_tests) tests/test_preload.sh tests/test_exports.sh
-EXTRA_DIST += tests/test_preload.sh tests/preload_compare.sh tests/test_exports.sh
+TESTS += $(hakmem_c_tests) tests/test_preload.sh tests/test_exports.sh \
+	tests/test_harden_levels.sh
+EXTRA_DIST += tests/test_preload.sh tests/preload_compare.sh tests/test_exports.sh \
+	tests/test_harden_levels.sh
 
 TEST_EXTENSIONS = .sh
 SH_LOG_COMPILER = $(SHELL)
@@ -79,6 +82,11 @@ tests_test_page_telemetry_SOURCES = tests/test_page_telemetry.c tests/harness.h
 tests_test_page_telemetry_CFLAGS = $(hakmem_test_cflags)
 tests_test_page_telemetry_LDFLAGS = $(hakmem_test_ldflags)
 tests_test_page_telemetry_LDADD = src/libhakmem.la
+
+tests_test_misuse_SOURCES = tests/test_misuse.c tests/harness.h
+tests_test_misuse_CFLAGS = $(hakmem_test_cflags)
+tests_test_misuse_LDFLAGS = $(hakmem_test_ldflags)
+tests_test_misuse_LDADD = src/libhakmem.la
 
 # Run by test_preload.sh with and without hakmem preloaded, so it links only
 # the C++ runtime.

@@ -2,7 +2,7 @@
 # tools/hakmem-compare: a quick run of one benchmark under glibc, hakmem and
 # a library that does not exist.  The CSV and JSON must parse and hold both
 # real allocators; the missing one must be reported and skipped, not crash
-# the run.
+# the run.  Then hakmem at three hardening levels as columns of their own.
 set -eu
 
 srcdir=${HAKMEM_SRCDIR:-${srcdir:-.}}
@@ -95,6 +95,60 @@ for failure in failures:
 if failures:
     sys.exit(1)
 print("PASS: results hold glibc and hakmem; %s was reported and skipped" % missing)
+PYTHON
+
+# One allocator in several configurations, as columns of their own: each
+# column's VAR=VALUE settings reach its programs' environment (with valgrind,
+# callgrind's counts show the level-2 hakmem doing much more per operation).
+instructions=
+if command -v valgrind >/dev/null 2>&1; then
+    instructions=--instructions
+fi
+if ! "$tool" --quick --runs 1 --bench fixed_size $instructions \
+        --alloc "hakmem,h0=hakmem:HAKMEM_HARDEN=0,hakmem:HAKMEM_HARDEN=2,bad=hakmem:2" \
+        --out "$out/levels" >"$out/stdout" 2>"$out/stderr"; then
+    echo "FAIL: hakmem-compare with settings exited with status $?"
+    cat "$out/stderr"
+    exit 1
+fi
+cat "$out/stdout"
+python3 - "$out/levels/results.json" "$out/stderr" "$instructions" <<'PYTHON'
+import json
+import sys
+
+report = json.load(open(sys.argv[1]))
+stderr = open(sys.argv[2]).read()
+counted = sys.argv[3] == "--instructions"
+failures = []
+settings = report["meta"]["allocator_settings"]
+expected = {"hakmem": [], "h0": ["HAKMEM_HARDEN=0"],
+            "hakmem:HAKMEM_HARDEN=2": ["HAKMEM_HARDEN=2"]}
+if settings != expected:
+    failures.append("allocator settings %s, expected %s" % (settings, expected))
+entries = {e["allocator"]: e for e in report["results"] if e["benchmark"] == "fixed_size"}
+for name, words in expected.items():
+    entry = entries.get(name)
+    if entry is None or entry["failures"] or len(entry["runs"]) != 1:
+        failures.append("%s did not complete its run" % name)
+        continue
+    if entry["settings"] != words or not entry["command"].startswith(
+            "".join(w + " " for w in words) + "LD_PRELOAD="):
+        failures.append("%s ran as %r with settings %s" % (name, entry["command"],
+                                                           entry["settings"]))
+if "skipping allocator bad=hakmem:2: 2 is not VAR=VALUE" not in stderr:
+    failures.append("a setting that is not VAR=VALUE was not reported")
+if counted and not failures:
+    per_op = {n: entries[n]["summary"]["instr_per_op"]["median"] for n in expected}
+    if not per_op["hakmem:HAKMEM_HARDEN=2"] > 2 * per_op["hakmem"]:
+        failures.append("HAKMEM_HARDEN=2 did not reach the program: %s instructions per "
+                        "operation against %s" % (per_op["hakmem:HAKMEM_HARDEN=2"],
+                                                  per_op["hakmem"]))
+for failure in failures:
+    print("FAIL: " + failure)
+if failures:
+    sys.exit(1)
+print("PASS: the columns ran with their own settings%s" %
+      (" (instructions per operation: %s)" % per_op if counted else ""))
 PYTHON
 
 # With nothing left to run the tool must say so and fail, not crash.

@@ -282,6 +282,10 @@ void hak_hot_span_put(struct hak_slab *span)
     struct hak_slab *drop[2] = {NULL, NULL};
     uint64_t now = hak_os_now_ms();
     pthread_mutex_lock(&box->lock);
+    /* While it served blocks its pages mapped to the slab, to sentinels
+     * (not carved yet, inside a block) or both; neighbours find a hot span
+     * by any of its pages. */
+    map_pages(span, span->first_page, span->pages);
     span = coalesce(box, span, drop);
     span->kind = HAK_SLAB_HOT_SPAN;
     span->freed_ms = now;

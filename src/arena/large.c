@@ -3,6 +3,9 @@
 #include <errno.h>
 #include <string.h>
 
+#include "../front/canary.h"
+#include "../harden.h"
+#include "../memcheck.h"
 #include "../numa/binding.h"
 #include "../options.h"
 #include "../os.h"
@@ -77,6 +80,18 @@ static struct hak_large *reuse(unsigned node, size_t size)
     return found;
 }
 
+/* Checked mode: the block is the program's, its canary after size. */
+static void *hand_out(struct hak_large *large, size_t size, bool zeroed)
+{
+    void *block = hak_large_block(large);
+    if (hak_harden.checked) {
+        large->requested = size;
+        hak_canary_fill(block, size, large->usable);
+        hak_memcheck_malloclike(block, size, zeroed);
+    }
+    return block;
+}
+
 void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
 {
     if (align <= HAK_PAGE_SIZE) {
@@ -84,15 +99,18 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
         if (cached) {
             hak_stat_add(HAK_STAT_HOT_HITS, 1);
             count_pages(cached, size, false);
+            hak_memcheck_undefined(hak_large_block(cached), cached->usable);
             if (zeroed)
                 memset(hak_large_block(cached), 0, size);
-            return hak_large_block(cached);
+            return hand_out(cached, size, zeroed);
         }
     }
     size_t offset = align > HAK_PAGE_SIZE ? align : HAK_PAGE_SIZE;
     size_t map_align = align > HAK_CHUNK_SIZE ? align : HAK_CHUNK_SIZE;
-    /* At least a page: a zero-byte block must still lie inside its mapping. */
-    size_t total = offset + round_to_page(size ? size : 1);
+    /* At least a page: a zero-byte block must still lie inside its mapping.
+     * Level 2: and a guard page after it, for the mapping's life. */
+    size_t guard = hak_harden.guard_bytes;
+    size_t total = offset + round_to_page(size ? size : 1) + guard;
     if (total < size || total > ((size_t)1 << HAK_MAP_ADDRESS_BITS)) {
         errno = ENOMEM;
         return NULL;
@@ -107,8 +125,11 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
     large->head.kind = HAK_CHUNK_LARGE;
     large->head.node = node;
     large->head.map_size = total;
+    large->head.route = HAK_ROUTE_LARGE;
     large->offset = offset;
-    large->usable = total - offset;
+    large->usable = total - offset - guard;
+    if (guard)
+        hak_os_guard((char *)large + total - guard, guard);
     if (!hak_page_map_set(large, total, &large->head)) {
         hak_os_unmap(large, total);
         errno = ENOMEM;
@@ -118,17 +139,25 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
     hak_stat_pages_out(HAK_PAGES_SSM, 1, 0); /* the head's page */
     hak_stat_add(HAK_STAT_LARGE_ALLOCS, 1);
     hak_stat_node_map(node, (int64_t)total);
-    return (char *)large + offset;
+    return hand_out(large, size, zeroed);
 }
 
 void hak_large_free(struct hak_large *large, void *ptr)
 {
     if (!hak_large_contains(large, ptr))
         return; /* not hakmem's memory: leave it alone */
-    if (ptr != hak_large_block(large))
-        hak_fatal("free of a pointer inside a large block", ptr);
+    hak_memcheck_freelike(ptr);
+    char *block = hak_large_block(large);
+    if ((char *)ptr != block) {
+        /* The head before the block, a guard page after it. */
+        if ((char *)ptr < block || (char *)ptr >= block + large->usable)
+            hak_fatal("free of a pointer hakmem never handed out:", ptr);
+        hak_fatal_note("free of a pointer inside a block:", ptr, "large block");
+    }
     if (large->cached)
-        hak_fatal("double free of a large block", ptr);
+        hak_fatal_note("double free of", ptr, "large block");
+    if (hak_harden.checked)
+        hak_canary_verify(ptr, large->requested, large->usable, "large block");
     size_t budget = hak_options.hot_bytes / 2;
     if (large->offset != HAK_PAGE_SIZE || large->head.map_size > budget) {
         unmap(large);
@@ -161,7 +190,8 @@ bool hak_large_resize(struct hak_large *large, size_t size)
 {
     size_t total = large->offset + round_to_page(size);
     size_t old_total = large->head.map_size;
-    if (total < size)
+    /* Checked blocks keep their size, canary and guard page. */
+    if (total < size || hak_harden.checked)
         return false;
     if (total <= old_total) {
         if (size <= large->usable / 2)

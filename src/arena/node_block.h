@@ -9,5 +9,7 @@
 /* size <= HAK_L25_MAX; NULL with errno ENOMEM. */
 void *hak_node_block_alloc(size_t size, unsigned node);
 void hak_node_block_free(struct hak_slab *span, void *ptr);
+/* Checked mode: the size the block was asked with, its canary intact. */
+size_t hak_node_block_requested(struct hak_slab *span, void *ptr);
 
 #endif

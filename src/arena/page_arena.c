@@ -1,5 +1,6 @@
 #include "page_arena.h"
 
+#include "../harden.h"
 #include "../numa/binding.h"
 #include "../options.h"
 #include "../os.h"
@@ -62,6 +63,9 @@ static void bin_remove(struct page_arena *arena, struct hak_slab *span)
     if (!arena->bins[n])
         arena->nonempty[n / 64] &= ~(1ull << (n % 64));
     span->next = span->prev = NULL;
+    /* Under the lock: a thread freeing a neighbour looks at this to decide
+     * whether to merge with it, before the span's new owner gets to it. */
+    span->kind = HAK_SLAB_INVALID;
 }
 
 /* The smallest free span of at least pages pages. */
@@ -97,6 +101,7 @@ static struct hak_slab *new_chunk(unsigned node)
     chunk->head.kind = HAK_CHUNK_ARENA;
     chunk->head.node = node;
     chunk->head.map_size = HAK_ARENA_CHUNK_SIZE;
+    chunk->head.route = hak_harden.route;
     for (unsigned p = 0; p < HAK_ARENA_HEADER_PAGES; p++)
         chunk->page_slab[p] = &hak_invalid_slab;
     if (!hak_page_map_set(chunk, HAK_ARENA_CHUNK_SIZE, &chunk->head)) {
@@ -155,7 +160,6 @@ struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
     pthread_mutex_unlock(&arena->lock);
     if (!span)
         return NULL;
-    span->kind = HAK_SLAB_INVALID;
     span->state = HAK_STATE_NONE;
     span->end = span->start + (size_t)span->pages * HAK_PAGE_SIZE;
     span->touched_pages = 0; /* the arena's spans are all clean */

@@ -4,6 +4,7 @@
 
 #include "../front/block_link.h"
 #include "../front/size_class.h"
+#include "../memcheck.h"
 
 static inline uintptr_t flag_of(uintptr_t word)
 {
@@ -15,17 +16,53 @@ static inline void *list_of(uintptr_t word)
     return (void *)(word & ~(uintptr_t)HAK_REMOTE_FLAGS);
 }
 
+static struct hak_slab **page_entry(const struct hak_slab *slab, const char *addr)
+{
+    struct hak_chunk *chunk = (struct hak_chunk *)slab->chunk;
+    return &chunk->page_slab[((uintptr_t)addr - (uintptr_t)chunk) >> HAK_PAGE_SHIFT];
+}
+
+/* The page table learns of blocks as they are carved: pages with a block
+ * start map to the slab, pages inside a block bigger than a page to
+ * hak_interior_slab.  Pages not carved yet keep hak_invalid_slab.  Either
+ * sentinel sends a free there off the fast path, to be refused. */
+static void map_carved(struct hak_slab *slab, char *from, char *to)
+{
+    size_t size = slab->block_size;
+    struct hak_slab **next = page_entry(slab, from);
+    if (size <= HAK_PAGE_SIZE) {
+        /* A block starts in every page up to the last block's. */
+        for (struct hak_slab **last = page_entry(slab, to - size); next <= last;)
+            *next++ = slab;
+    } else {
+        for (char *block = from; block < to; block += size) {
+            struct hak_slab **entry = page_entry(slab, block);
+            while (next < entry)
+                *next++ = &hak_interior_slab;
+            *entry = slab;
+            next = entry + 1;
+        }
+    }
+    for (struct hak_slab **last = page_entry(slab, to - 1); next <= last;)
+        *next++ = &hak_interior_slab;
+    /* Free blocks are memcheck's no-go area but for their link and tag. */
+    if (hak_harden.memcheck)
+        for (char *block = from; block < to; block += size)
+            hak_memcheck_noaccess(block + 2 * sizeof(void *), size - 2 * sizeof(void *));
+}
+
 void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, unsigned cls, char *start,
                      size_t bytes)
 {
     uint32_t size = hak_class_size[cls];
+    for (char *page = start; page < start + bytes; page += HAK_PAGE_SIZE)
+        *page_entry(slab, page) = &hak_invalid_slab;
+    /* Whatever the memory held before, hakmem writes it afresh. */
+    hak_memcheck_undefined(start, bytes);
     slab->start = start;
     slab->end = start + (bytes / size) * size;
     slab->block_size = size;
-    /* The largest power of two dividing the size, up to a page: slabs start
-     * page-aligned (small slabs 64 KiB-aligned, beyond their block size). */
-    uint32_t align = size & -size;
-    slab->align_mask = (align < HAK_PAGE_SIZE ? align : (uint32_t)HAK_PAGE_SIZE) - 1;
+    slab->align_mask = hak_class_align(cls) - 1;
     slab->capacity = (uint32_t)(bytes / size);
     slab->cls = (uint8_t)cls;
     slab->free_node = slab->node;
@@ -67,6 +104,7 @@ bool hak_slab_extend(struct hak_slab *slab)
     hak_link_set(last, head);
     slab->free = block;
     slab->carve = last + size;
+    map_carved(slab, block, slab->carve);
     unsigned cls = slab->cls;
     enum hak_page_bucket bucket = hak_class_is_small(cls) ? (enum hak_page_bucket)cls
                                   : hak_class_is_l25(cls) ? HAK_PAGES_L25

@@ -1,5 +1,6 @@
 #include "superslab.h"
 
+#include "../harden.h"
 #include "../numa/binding.h"
 #include "../os.h"
 #include "../stats.h"
@@ -14,7 +15,10 @@ struct hak_superslab *hak_superslab_create(unsigned node)
     ss->head.kind = HAK_CHUNK_SUPERSLAB;
     ss->head.node = node;
     ss->head.map_size = HAK_SUPERSLAB_SIZE;
-    const unsigned pages_per_slab = HAK_SLAB_SIZE / HAK_PAGE_SIZE;
+    ss->head.route = hak_harden.route;
+    /* No page holds a block until a slab carves it (arena/slab.c). */
+    for (unsigned p = 0; p < HAK_SUPERSLAB_PAGES; p++)
+        ss->page_slab[p] = &hak_invalid_slab;
     for (unsigned i = 0; i < HAK_SLABS_PER_SUPERSLAB; i++) {
         struct hak_slab *slab = &ss->slabs[i];
         slab->chunk = &ss->head;
@@ -24,9 +28,10 @@ struct hak_superslab *hak_superslab_create(unsigned node)
         slab->end = slab->start;
         slab->kind = i < HAK_SUPERSLAB_HEADER_SLABS ? HAK_SLAB_INVALID : HAK_SLAB_SMALL;
         slab->state = HAK_STATE_POOL;
-        struct hak_slab *entry = i < HAK_SUPERSLAB_HEADER_SLABS ? &hak_invalid_slab : slab;
-        for (unsigned p = 0; p < pages_per_slab; p++)
-            ss->page_slab[i * pages_per_slab + p] = entry;
+        /* Level 2: the slab's last page is its guard, whatever its class. */
+        if (hak_harden.guard_bytes && i >= HAK_SUPERSLAB_HEADER_SLABS)
+            hak_os_guard(slab->start + HAK_SLAB_SIZE - hak_harden.guard_bytes,
+                         hak_harden.guard_bytes);
     }
     ss->free_slabs = (uint32_t)(((uint64_t)1 << HAK_SLABS_PER_SUPERSLAB) - 1) &
                      ~(uint32_t)((1u << HAK_SUPERSLAB_HEADER_SLABS) - 1);

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 
+#include "../harden.h"
 #include "size_class.h"
 
 struct hak_link_keys hak_link_keys;
@@ -13,8 +14,10 @@ void hak_block_link_init(void)
     uintptr_t words[2] = {0x9e3779b97f4a7c15u, 0xc2b2ae3d27d4eb4fu};
     if (random)
         memcpy(words, random, sizeof(words));
-    hak_link_keys.link = words[0] | 0xf;
+    /* Level 0: plain links, which the shared decoding leaves as they are. */
+    hak_link_keys.link = hak_harden.level ? words[0] | 0xf : 0;
     hak_link_keys.free_tag = words[1] ? words[1] : 1;
+    hak_link_keys.canary = (words[0] ^ words[1]) * 0x9e3779b97f4a7c15u;
 }
 
 void hak_fatal_double_free(const void *block, unsigned cls)

@@ -10,8 +10,9 @@
 #include "../internal.h"
 
 struct hak_link_keys {
-    uintptr_t link; /* low four bits set: a zeroed link never decodes */
+    uintptr_t link; /* low four bits set: a zeroed link never decodes; 0 at level 0 */
     uintptr_t free_tag;
+    uintptr_t canary; /* checked mode: front/canary.h */
 };
 
 extern struct hak_link_keys hak_link_keys;
@@ -24,6 +25,12 @@ void hak_fatal_double_free(const void *block, unsigned cls) __attribute__((noret
 static inline void hak_link_set(void *block, const void *next)
 {
     *(uintptr_t *)block = (uintptr_t)next ^ hak_link_keys.link;
+}
+
+/* Level 0 only, where the key is 0. */
+static inline void hak_link_set_plain(void *block, const void *next)
+{
+    *(const void **)block = next;
 }
 
 static inline void *hak_link_get(const void *block)

@@ -39,6 +39,15 @@ static inline bool hak_class_is_l25(unsigned cls)
     return cls >= HAK_FIRST_L25;
 }
 
+/* What every block of the class is aligned to: the largest power of two
+ * dividing its size, up to a page (slabs and spans start page-aligned). */
+static inline uint32_t hak_class_align(unsigned cls)
+{
+    uint32_t size = hak_class_size[cls];
+    uint32_t align = size & -size;
+    return align < HAK_PAGE_SIZE ? align : (uint32_t)HAK_PAGE_SIZE;
+}
+
 /* Printable name: C0..C7, M0..M19, L0..L19. */
 void hak_class_name(unsigned cls, char name[4]);
 

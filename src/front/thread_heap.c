@@ -5,16 +5,22 @@
 
 #include "../arena/abandoned.h"
 #include "../arena/hot_span_box.h"
+#include "../arena/large.h"
 #include "../arena/meta.h"
 #include "../arena/node_block.h"
 #include "../arena/page_arena.h"
 #include "../arena/page_map.h"
 #include "../arena/shared_pool.h"
 #include "../arena/slab.h"
+#include "../harden.h"
+#include "../memcheck.h"
 #include "../numa/binding.h"
 #include "../numa/node.h"
 #include "../options.h"
+#include "../os.h"
 #include "../stats.h"
+#include "canary.h"
+#include "quarantine.h"
 
 __thread struct hak_thread hak_tls __attribute__((tls_model("initial-exec"))) = {
     .heap = &hak_empty_heap,
@@ -63,16 +69,19 @@ static struct hak_slab *list_pop(struct hak_slab_list *list)
 
 /* ---- getting slabs ---- */
 
+/* At level 2 the last page of a SuperSlab's slab is its guard, for good
+ * (arena/superslab.c); a span gets one more page, guarded while it serves
+ * blocks (release_to_backend). */
 static struct hak_slab *fresh_slab(struct hak_heap *heap, unsigned cls)
 {
     if (hak_class_is_small(cls)) {
         struct hak_slab *slab = hak_shared_pool_take(heap->node);
         if (slab)
-            hak_slab_assign(slab, heap, cls, slab->start, HAK_SLAB_SIZE);
+            hak_slab_assign(slab, heap, cls, slab->start, HAK_SLAB_SIZE - hak_harden.guard_bytes);
         return slab;
     }
     uint32_t bytes = hak_class_span_bytes[cls];
-    uint32_t pages = bytes / (uint32_t)HAK_PAGE_SIZE;
+    uint32_t pages = (bytes + hak_harden.guard_bytes) / (uint32_t)HAK_PAGE_SIZE;
     struct hak_slab *span = hak_hot_span_take(heap->node, pages);
     if (!span)
         span = hak_page_arena_alloc(heap->node, pages);
@@ -80,6 +89,8 @@ static struct hak_slab *fresh_slab(struct hak_heap *heap, unsigned cls)
         return NULL;
     span->kind = hak_class_is_l25(cls) ? HAK_SLAB_L25 : HAK_SLAB_MID;
     hak_slab_assign(span, heap, cls, span->start, bytes);
+    if (hak_harden.guard_bytes)
+        hak_os_guard(span->start + bytes, hak_harden.guard_bytes);
     return span;
 }
 
@@ -104,10 +115,15 @@ static struct hak_slab *next_slab(struct hak_heap *heap, unsigned cls)
 
 static void release_to_backend(struct hak_slab *slab)
 {
-    if (slab->kind == HAK_SLAB_SMALL)
+    if (slab->kind == HAK_SLAB_SMALL) {
         hak_shared_pool_give(slab);
-    else
-        hak_hot_span_put(slab);
+        return;
+    }
+    /* The HotSpanBox and the PageArena reuse and merge spans whole. */
+    if (hak_harden.guard_bytes)
+        hak_os_unguard(slab->start + (size_t)slab->pages * HAK_PAGE_SIZE - hak_harden.guard_bytes,
+                       hak_harden.guard_bytes);
+    hak_hot_span_put(slab);
 }
 
 /* A full slab got a block back (locally, or collected from its remote list). */
@@ -141,9 +157,8 @@ static void drain_delayed(struct hak_heap *heap)
     }
 }
 
-/* A block leaves the caches for good: back to its slab. */
 /* A block of a slab this heap owns leaves the caches for good. */
-static void return_block(struct hak_heap *heap, struct hak_slab *slab, void *block)
+static inline void return_block(struct hak_heap *heap, struct hak_slab *slab, void *block)
 {
     hak_link_set(block, slab->free);
     slab->free = block;
@@ -165,25 +180,54 @@ static char *class_note(char note[16], unsigned cls)
     return note;
 }
 
-void hak_heap_free_invalid(struct hak_slab *slab, void *block)
+static bool serves_blocks(const struct hak_slab *slab)
+{
+    uint8_t kind = slab->kind;
+    return slab->free_node != HAK_NO_NODE &&
+           (kind == HAK_SLAB_SMALL || kind == HAK_SLAB_MID || kind == HAK_SLAB_L25);
+}
+
+/* The slab of the block that covers an interior page (hak_interior_slab):
+ * the entry of the nearest page before it that is not interior. */
+static struct hak_slab *slab_before(const void *ptr)
+{
+    struct hak_chunk *chunk = (struct hak_chunk *)hak_page_map_lookup(ptr);
+    size_t page = ((uintptr_t)ptr - (uintptr_t)chunk) >> HAK_PAGE_SHIFT;
+    while (chunk->page_slab[page] == &hak_interior_slab)
+        page--;
+    return chunk->page_slab[page];
+}
+
+/* Aborts for a pointer that starts no block of a live slab: inside a block
+ * when its page lies inside one bigger than a page, else never handed out. */
+static __attribute__((noreturn, cold)) void refuse(struct hak_slab *slab, void *block)
 {
     char note[16];
-    if (hak_block_tagged_free(block))
-        hak_fatal_double_free(block, slab->cls);
-    hak_fatal_note("free of a pointer inside a block:", block, class_note(note, slab->cls));
+    if (slab == &hak_interior_slab) {
+        slab = slab_before(block);
+        if (serves_blocks(slab))
+            hak_fatal_note("free of a pointer inside a block:", block, class_note(note, slab->cls));
+    }
+    hak_fatal("free of a pointer hakmem never handed out:", block);
 }
 
 /* The exact test behind the fast path's alignment check: block must be a
- * block a live slab handed out. */
+ * block a live slab handed out; slab is its page's entry. */
 static void check_block(struct hak_slab *slab, void *block)
 {
     char note[16];
-    uint8_t kind = slab->kind;
-    if (slab->free_node == HAK_NO_NODE ||
-        (kind != HAK_SLAB_SMALL && kind != HAK_SLAB_MID && kind != HAK_SLAB_L25))
-        hak_fatal("free of a pointer hakmem never handed out:", block);
-    if ((char *)block >= slab->carve || (size_t)((char *)block - slab->start) % slab->block_size)
+    if (HAK_UNLIKELY(!serves_blocks(slab) || (char *)block >= slab->carve))
+        refuse(slab, block);
+    if ((size_t)((char *)block - slab->start) % slab->block_size)
         hak_fatal_note("free of a pointer inside a block:", block, class_note(note, slab->cls));
+}
+
+void hak_heap_free_invalid(struct hak_slab *slab, void *block)
+{
+    if (hak_block_tagged_free(block))
+        hak_fatal_double_free(block, slab->cls);
+    check_block(slab, block);
+    hak_fatal("free of a misaligned pointer:", block); /* check_block refuses it first */
 }
 
 /* ---- slow paths ---- */
@@ -258,6 +302,8 @@ static struct hak_heap *heap_create(void)
         heap->batch[cls] = first_batch(heap->limit[cls], cls);
     }
     heap->node = hak_numa_thread_node();
+    if (hak_harden.memcheck)
+        heap->quarantine = hak_quarantine_create();
     pthread_mutex_lock(&registry.lock);
     heap->next_live = registry.live;
     if (registry.live)
@@ -305,7 +351,32 @@ static void *take_block(struct hak_heap *heap, unsigned cls)
     return block;
 }
 
-void *hak_heap_refill(struct hak_heap *heap, unsigned cls)
+/* Checked mode: one block of a class that fits size and the canary's
+ * record and is aligned as well as cls; the cache stays empty, so that
+ * every malloc comes here. */
+static void *alloc_checked(struct hak_heap *heap, unsigned cls, size_t size)
+{
+    unsigned fit = cls;
+    uint32_t align = hak_class_align(cls);
+    while (fit < HAK_NUM_CLASSES &&
+           (hak_class_size[fit] < size + HAK_CANARY_BYTES || hak_class_align(fit) < align))
+        fit++;
+    if (fit == HAK_NUM_CLASSES)
+        return hak_large_alloc(size, HAK_PAGE_SIZE, heap->node, false);
+    heap->stats[fit].refills++;
+    void *block = take_block(heap, fit);
+    if (!block) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    heap->allocs[fit]++;
+    hak_block_untag(block);
+    hak_canary_set(block, hak_class_size[fit], size);
+    hak_memcheck_malloclike(block, size, false);
+    return block;
+}
+
+void *hak_heap_refill(struct hak_heap *heap, unsigned cls, size_t size)
 {
     if (heap == &hak_empty_heap) {
         heap = heap_create();
@@ -322,6 +393,8 @@ void *hak_heap_refill(struct hak_heap *heap, unsigned cls)
         move_to_node(heap, node);
     if (atomic_load_explicit(&heap->delayed, memory_order_relaxed))
         drain_delayed(heap);
+    if (HAK_UNLIKELY(hak_harden.checked))
+        return alloc_checked(heap, cls, size);
     heap->stats[cls].refills++;
     void *block = take_block(heap, cls);
     if (!block) {
@@ -400,6 +473,16 @@ void hak_heap_flush(struct hak_heap *heap, unsigned cls)
     flush_list(heap, list);
 }
 
+/* A free block of a slab another heap owns, or none, goes home. */
+static void send_home(struct hak_heap *heap, struct hak_slab *slab, void *block)
+{
+    if (heap != &hak_empty_heap) {
+        heap->stats[slab->cls].remote_frees++;
+        hak_stat_remote_free(heap->node, slab->node);
+    }
+    hak_slab_remote_free(slab, block);
+}
+
 void hak_heap_free_other(struct hak_slab *slab, void *block)
 {
     if (slab->kind == HAK_SLAB_NODE_BLOCK) {
@@ -407,15 +490,65 @@ void hak_heap_free_other(struct hak_slab *slab, void *block)
         return;
     }
     check_block(slab, block);
+    if (hak_harden.level) { /* level 0 neither tags nor checks tags */
+        if (hak_block_tagged_free(block))
+            hak_fatal_double_free(block, slab->cls);
+        hak_block_tag_free(block);
+    }
+    send_home(hak_tls.heap, slab, block);
+}
+
+/* A checked free block leaves the quarantine, or skips it: its link and tag
+ * words are hakmem's again. */
+static void give_back(struct hak_heap *heap, struct hak_slab *slab, void *block)
+{
+    hak_memcheck_defined(block, 2 * sizeof(void *));
+    if (atomic_load_explicit(&slab->owner, memory_order_relaxed) == heap)
+        return_block(heap, slab, block);
+    else
+        send_home(heap, slab, block);
+}
+
+static struct hak_slab *slab_of(void *block)
+{
+    return hak_chunk_slab(hak_page_map_lookup(block), block);
+}
+
+void hak_heap_free_checked(struct hak_slab *slab, void *block)
+{
+    char note[16];
+    /* First, so that memcheck also describes a bad free. */
+    hak_memcheck_freelike(block);
+    if (slab->kind == HAK_SLAB_NODE_BLOCK) {
+        hak_node_block_free(slab, block);
+        return;
+    }
+    check_block(slab, block);
+    size_t bytes = slab->block_size;
+    hak_memcheck_defined(block, bytes);
     if (hak_block_tagged_free(block))
         hak_fatal_double_free(block, slab->cls);
+    hak_canary_check(block, bytes, class_note(note, slab->cls));
+    hak_memcheck_defined(block, 2 * sizeof(void *));
     hak_block_tag_free(block);
+    hak_memcheck_noaccess(block, bytes);
     struct hak_heap *heap = hak_tls.heap;
-    if (heap != &hak_empty_heap) {
-        heap->stats[slab->cls].remote_frees++;
-        hak_stat_remote_free(heap->node, slab->node);
+    if (heap->quarantine) {
+        block = hak_quarantine_push(heap->quarantine, block);
+        if (!block)
+            return;
+        slab = slab_of(block);
     }
-    hak_slab_remote_free(slab, block);
+    give_back(heap, slab, block);
+}
+
+size_t hak_heap_requested_size(struct hak_slab *slab, void *block)
+{
+    char note[16];
+    if (slab->kind == HAK_SLAB_NODE_BLOCK)
+        return hak_node_block_requested(slab, block);
+    check_block(slab, block);
+    return hak_canary_check(block, slab->block_size, class_note(note, slab->cls));
 }
 
 static void add_stats(struct hak_class_stats *total, const struct hak_heap *heap, unsigned cls)
@@ -496,6 +629,11 @@ void hak_heap_follow_thread_node(void)
 void hak_heap_thread_exit(void *arg)
 {
     struct hak_heap *heap = arg;
+    if (heap->quarantine) {
+        for (void *block; (block = hak_quarantine_pop(heap->quarantine));)
+            give_back(heap, slab_of(block), block);
+        hak_quarantine_destroy(heap->quarantine);
+    }
     leave_all_slabs(heap);
     hak_tls.heap = &hak_empty_heap;
     hak_tls.node = HAK_HEAPLESS_NODE;

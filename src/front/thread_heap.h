@@ -12,7 +12,9 @@
 
 extern __thread struct hak_thread hak_tls __attribute__((tls_model("initial-exec")));
 
-void *hak_heap_refill(struct hak_heap *heap, unsigned cls);
+/* A block of class cls (or, in checked mode, of a class that also fits
+ * size and a canary) when the cache is empty. */
+void *hak_heap_refill(struct hak_heap *heap, unsigned cls, size_t size);
 void hak_heap_flush(struct hak_heap *heap, unsigned cls);
 /* A free the cache cannot take: another node's block, a thread without a
  * heap yet, or a pointer that is not a live block (checked here). */
@@ -22,10 +24,15 @@ void hak_heap_free_invalid(struct hak_slab *slab, void *block) __attribute__((no
 /* After the calling thread was re-pinned: when it now runs on another node,
  * its cached blocks go home and its next malloc takes memory here. */
 void hak_heap_follow_thread_node(void);
+/* Every free of a slab's block in checked mode (harden.h). */
+void hak_heap_free_checked(struct hak_slab *slab, void *block);
+/* Checked mode: the size a block was asked with, its canary intact. */
+size_t hak_heap_requested_size(struct hak_slab *slab, void *block);
 /* Thread exit: empties the caches, hands back or abandons every slab. */
 void hak_heap_thread_exit(void *heap);
 
-static inline void *hak_heap_alloc(unsigned cls)
+/* size: what the caller asked for, which only the checked mode reads. */
+static inline void *hak_heap_alloc(unsigned cls, size_t size)
 {
     struct hak_heap *heap = hak_tls.heap;
     void *block = heap->head[cls];
@@ -36,7 +43,7 @@ static inline void *hak_heap_alloc(unsigned cls)
         heap->allocs[cls]++;
         return block;
     }
-    return hak_heap_refill(heap, cls);
+    return hak_heap_refill(heap, cls, size);
 }
 
 static inline void hak_heap_free(struct hak_slab *slab, void *block)
@@ -51,6 +58,21 @@ static inline void hak_heap_free(struct hak_slab *slab, void *block)
         hak_heap_free_invalid(slab, block);
     hak_block_tag_free(block);
     hak_link_set(block, heap->head[cls]);
+    heap->head[cls] = block;
+    if (HAK_UNLIKELY(--heap->room[cls] == 0))
+        hak_heap_flush(heap, cls);
+}
+
+/* Level 0: the same without the checks, the tag and the encoding. */
+static inline void hak_heap_free_plain(struct hak_slab *slab, void *block)
+{
+    if (HAK_UNLIKELY(slab->free_node != hak_tls.node)) {
+        hak_heap_free_other(slab, block);
+        return;
+    }
+    struct hak_heap *heap = hak_tls.heap;
+    unsigned cls = slab->cls;
+    hak_link_set_plain(block, heap->head[cls]);
     heap->head[cls] = block;
     if (HAK_UNLIKELY(--heap->room[cls] == 0))
         hak_heap_flush(heap, cls);

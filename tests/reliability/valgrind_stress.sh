@@ -1,10 +1,14 @@
 #!/bin/sh
-# Valgrind's memcheck over the stress programs with hakmem preloaded, for a
-# bounded run: memcheck must find no error in hakmem's code (reads of
-# uninitialised memory, accesses outside any mapping, bad system call
-# arguments).  Memcheck replaces every malloc it finds, hakmem's included,
-# unless told to leave user libraries alone (somalloc=nouserintercepts);
-# HAKMEM_STATS then shows that hakmem served the allocations.
+# Valgrind's memcheck with hakmem preloaded.  hakmem's client requests
+# (src/memcheck.h) must let memcheck report a program's own bugs in hakmem's
+# blocks: an uninitialised read (traced to a heap allocation), a use after
+# free, a read past a block, a leak.  And over the stress programs, for a
+# bounded run, memcheck must find no error in hakmem's code (reads of
+# uninitialised memory, accesses outside any mapping or to its own free
+# blocks, bad system call arguments).  Memcheck replaces every malloc it
+# finds, hakmem's included, unless told to leave user libraries alone
+# (somalloc=nouserintercepts); HAKMEM_STATS then shows that hakmem served
+# the allocations.
 set -u
 
 builddir=${HAKMEM_BUILDDIR:-$(pwd)}
@@ -33,19 +37,23 @@ failures=0
 passes=0
 
 # memcheck NAME PRELOAD COMMAND...: runs COMMAND under memcheck, with
-# LD_PRELOAD=PRELOAD when that is not empty; the status is memcheck's.
+# LD_PRELOAD=PRELOAD when that is not empty, and valgrind's options in
+# $memcheck_options besides; the status is memcheck's.
+memcheck_options=
 memcheck()
 {
     name=$1
     preload=$2
     shift 2
     if [ -n "$preload" ]; then
-        LD_PRELOAD=$preload valgrind --error-exitcode=$memcheck_error \
+        # shellcheck disable=SC2086 # the options are words
+        LD_PRELOAD=$preload valgrind --error-exitcode=$memcheck_error $memcheck_options \
             --soname-synonyms=somalloc=nouserintercepts --log-file="$work/$name.valgrind" \
             "$@" >"$work/$name.out" 2>&1
     else
-        valgrind --error-exitcode=$memcheck_error --log-file="$work/$name.valgrind" \
-            "$@" >"$work/$name.out" 2>&1
+        # shellcheck disable=SC2086
+        valgrind --error-exitcode=$memcheck_error $memcheck_options \
+            --log-file="$work/$name.valgrind" "$@" >"$work/$name.out" 2>&1
     fi
 }
 
@@ -60,14 +68,42 @@ if [ "$status" -ne "$memcheck_error" ] ||
 fi
 echo "ok: memcheck reports a branch on an uninitialised stack value"
 
-# Informational until hakmem describes its blocks to valgrind with client
-# requests: memcheck cannot see a program's errors inside hakmem's blocks.
-memcheck heap_canary "$lib" "$canary" heap
-if [ $? -eq "$memcheck_error" ]; then
-    echo "note: memcheck sees uninitialised reads in hakmem's blocks"
+# client_bug MODE WHAT TEXT...: memcheck_canary MODE, a program's own bug
+# (WHAT) in a hakmem block, must be reported, with every TEXT in memcheck's
+# report.
+client_bug()
+{
+    mode=$1
+    what=$2
+    shift 2
+    memcheck_options="--leak-check=full --track-origins=yes"
+    memcheck "$mode" "$lib" "$canary" "$mode"
+    status=$?
+    memcheck_options=
+    missing=
+    for text in "$@"; do
+        grep -qF "$text" "$work/$mode.valgrind" || missing="$missing '$text'"
+    done
+    if [ "$status" -ne "$memcheck_error" ] || [ -n "$missing" ]; then
+        echo "FAIL: memcheck did not report the program's $what in a hakmem block" \
+            "(status $status; missing:$missing); its report:"
+        grep -v '^==[0-9]*== *$' "$work/$mode.valgrind" | head -n 30
+        failures=$((failures + 1))
+    else
+        echo "ok: memcheck reports the program's $what in a hakmem block"
+        passes=$((passes + 1))
+    fi
+}
+
+if grep -q "define HAVE_VALGRIND_MEMCHECK_H 1" "$builddir/config.h" 2>/dev/null; then
+    client_bug heap "uninitialised read" "Uninitialised value was created by a heap allocation"
+    client_bug use-after-free "use after free" "Invalid read of size 1" \
+        "0 bytes inside a block of size 64 free'd"
+    client_bug overflow "read past the end" "Invalid read of size 1" \
+        "0 bytes after a block of size 100 alloc'd"
+    client_bug leak "leak" "100 bytes in 1 blocks are definitely lost"
 else
-    echo "note: memcheck does not see uninitialised reads in hakmem's blocks" \
-        "(hakmem makes no valgrind client requests)"
+    echo "note: hakmem was built without valgrind/memcheck.h: no client requests to check"
 fi
 
 # run_stress NAME PROGRAM: PROGRAM under memcheck with hakmem preloaded.
@@ -107,5 +143,5 @@ run_stress larson "$builddir/tests/reliability/larson"
 run_stress teardown_stress "$builddir/tests/reliability/teardown_stress"
 run_stress test_threads "$builddir/tests/test_threads"
 
-echo "$passes stress programs clean under memcheck, $failures failure(s)"
+echo "$passes checks passed under memcheck, $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -1,7 +1,8 @@
 /* The PageArena and the HotSpanBox in front of it: spans are disjoint pages
- * of registered chunks, freed spans coalesce back into whole chunks, and the
- * box hands freed memory back, merged with its hot neighbours and cut to the
- * length asked for, until its byte budget pushes it out to the arena,
+ * of registered chunks, also while threads allocate and free neighbours at
+ * once, freed spans coalesce back into whole chunks, and the box hands
+ * freed memory back, merged with its hot neighbours and cut to the length
+ * asked for, until its byte budget pushes it out to the arena,
  * decommitted.
  *
  * The test owns node 0's arena: the program allocates no Mid or L25 blocks
@@ -423,6 +424,66 @@ static void test_hot_budget(void)
     free_span(guard);
 }
 
+/* ---- threads allocating and freeing neighbours at once ---- */
+
+#define RACE_THREADS 4
+#define RACE_LIVE 8
+#define RACE_ROUNDS 40000
+
+/* Every page of a span a thread holds carries the thread and the span's
+ * serial number; another thread handed the same pages overwrites them. */
+static void mark(struct hak_slab *span, uint64_t tag)
+{
+    for (uint32_t p = 0; p < span->pages; p++)
+        *(uint64_t *)(span->start + (size_t)p * HAK_PAGE_SIZE) = tag;
+}
+
+static bool marked(const struct hak_slab *span, uint64_t tag)
+{
+    for (uint32_t p = 0; p < span->pages; p++)
+        if (*(const uint64_t *)(span->start + (size_t)p * HAK_PAGE_SIZE) != tag)
+            return false;
+    return true;
+}
+
+static void *race_spans(void *arg)
+{
+    uint64_t id = (uint64_t)(uintptr_t)arg;
+    struct hak_slab *live[RACE_LIVE] = {NULL};
+    uint64_t tags[RACE_LIVE] = {0};
+    uint64_t rng = id * 0x9e3779b97f4a7c15u + 1;
+    for (uint64_t round = 0; round < RACE_ROUNDS; round++) {
+        rng = rng * 6364136223846793005u + 1442695040888963407u;
+        unsigned slot = (unsigned)(rng >> 33) % RACE_LIVE;
+        if (live[slot]) {
+            CHECK(marked(live[slot], tags[slot]),
+                  "thread %u: a span of %u pages at %p was handed to someone else too",
+                  (unsigned)id, live[slot]->pages, (void *)live[slot]->start);
+            free_span(live[slot]);
+            live[slot] = NULL;
+        } else {
+            live[slot] = alloc_span(1 + (uint32_t)(rng >> 40) % 8);
+            tags[slot] = id << 48 | round;
+            mark(live[slot], tags[slot]);
+        }
+    }
+    for (unsigned slot = 0; slot < RACE_LIVE; slot++)
+        if (live[slot])
+            free_span(live[slot]);
+    return NULL;
+}
+
+/* A span leaves the bins under the arena's lock, while another thread may
+ * be freeing its neighbour and looking whether to merge with it. */
+static void test_concurrent_neighbours(void)
+{
+    pthread_t threads[RACE_THREADS];
+    for (uintptr_t i = 0; i < RACE_THREADS; i++)
+        unit_thread_start(&threads[i], race_spans, (void *)(i + 1));
+    for (unsigned i = 0; i < RACE_THREADS; i++)
+        unit_thread_join(threads[i]);
+}
+
 int main(void)
 {
     unit_watchdog();
@@ -441,5 +502,6 @@ int main(void)
     test_hot_best_fit();
     test_hot_merge();
     test_hot_budget();
+    test_concurrent_neighbours();
     return test_result("test_page_arena");
 }

@@ -1,7 +1,7 @@
 /* Slabs: carving hands out every block once, touching pages only as they
- * are needed; remote frees from many threads, one by one or in chains, all
- * come back; the NOTIFY protocol queues a full slab on its owner exactly
- * once. */
+ * are needed, and shows the page table which pages hold block starts;
+ * remote frees from many threads, one by one or in chains, all come back;
+ * the NOTIFY protocol queues a full slab on its owner exactly once. */
 #include <string.h>
 
 #include "arena/slab.h"
@@ -16,9 +16,12 @@
 static struct hak_heap owner_heap;
 static struct hak_heap other_heap;
 
-/* A slab over fresh memory of its own, as a backend would hand it out. */
+/* A slab over fresh memory of its own, as a backend would hand it out:
+ * after a chunk head and page table, which carving keeps up to date. */
 struct test_slab {
     struct hak_slab slab __attribute__((aligned(HAK_CACHE_LINE)));
+    struct hak_chunk *chunk;
+    size_t head_bytes;
     char *mem;
     size_t bytes;
     unsigned char *seen; /* per block index: how many times it came out */
@@ -27,8 +30,12 @@ struct test_slab {
 static void test_slab_init(struct test_slab *t, struct hak_heap *owner, unsigned cls)
 {
     t->bytes = hak_class_span_bytes[cls];
-    t->mem = unit_map(t->bytes);
+    size_t table = sizeof(struct hak_chunk) + (t->bytes / HAK_PAGE_SIZE + 1) * sizeof(void *);
+    t->head_bytes = (table + HAK_PAGE_SIZE - 1) & ~(HAK_PAGE_SIZE - 1);
+    t->chunk = unit_map(t->head_bytes + t->bytes);
+    t->mem = (char *)t->chunk + t->head_bytes;
     memset(&t->slab, 0, sizeof(t->slab));
+    t->slab.chunk = &t->chunk->head;
     hak_slab_assign(&t->slab, owner, cls, t->mem, t->bytes);
     t->seen = calloc(t->slab.capacity, 1);
     if (!t->seen)
@@ -37,8 +44,36 @@ static void test_slab_init(struct test_slab *t, struct hak_heap *owner, unsigned
 
 static void test_slab_destroy(struct test_slab *t)
 {
-    munmap(t->mem, t->bytes);
+    munmap(t->chunk, t->head_bytes + t->bytes);
     free(t->seen);
+}
+
+/* What free() finds for each page of the slab: the slab where a carved block
+ * starts, hak_interior_slab inside a carved block, hak_invalid_slab where
+ * nothing is carved yet. */
+static void check_page_table(const struct test_slab *t)
+{
+    const struct hak_slab *slab = &t->slab;
+    for (char *page = t->mem; page < t->mem + t->bytes; page += HAK_PAGE_SIZE) {
+        size_t offset = (size_t)(page - slab->start);
+        char *first_start =
+            slab->start + (offset + slab->block_size - 1) / slab->block_size * slab->block_size;
+        char *page_end = page + HAK_PAGE_SIZE < slab->carve ? page + HAK_PAGE_SIZE : slab->carve;
+        const struct hak_slab *expected = page >= slab->carve      ? &hak_invalid_slab
+                                          : first_start < page_end ? slab
+                                                                   : &hak_interior_slab;
+        const struct hak_slab *found =
+            t->chunk->page_slab[(size_t)(page - (char *)t->chunk) / HAK_PAGE_SIZE];
+        if (found != expected) {
+            CHECK(false, "class %u: page at offset %zu maps to %s, carve at %zu", slab->cls, offset,
+                  found == slab                 ? "the slab"
+                  : found == &hak_interior_slab ? "hak_interior_slab"
+                  : found == &hak_invalid_slab  ? "hak_invalid_slab"
+                                                : "something else",
+                  (size_t)(slab->carve - slab->start));
+            return;
+        }
+    }
 }
 
 /* Index of block in the slab; fails the check (and returns capacity) when
@@ -121,6 +156,7 @@ static void test_carve_class(unsigned cls)
     CHECK(slab->free_node == slab->node, "class %u: a serving slab must take frees", cls);
     CHECK(hak_slab_has_free(slab), "class %u: a fresh slab has no free block", cls);
     check_untouched_beyond(&t, slab->start);
+    check_page_table(&t);
 
     /* Every other extend finds blocks still on the free list: the fresh
      * ones must go in front of them without losing any. */
@@ -145,6 +181,7 @@ static void test_carve_class(unsigned cls)
         CHECK(advance <= most, "class %u: extend carved %zu bytes at once, not progressive", cls,
               advance);
         check_untouched_beyond(&t, slab->carve);
+        check_page_table(&t);
         /* The fresh blocks are exactly [before, carve), in front of the list. */
         uint32_t fresh = (uint32_t)(advance / size);
         for (uint32_t i = 0; i < fresh && slab->free; i++) {

@@ -1,0 +1,74 @@
+#include "canary.h"
+
+#include <string.h>
+
+#include "../memcheck.h"
+#include "block_link.h"
+
+/* Never zero: a stray terminating NUL is the commonest overflow. */
+static uint8_t fill_byte(void)
+{
+    uint8_t byte = (uint8_t)(hak_link_keys.canary >> 32);
+    return byte ? byte : 0xa5;
+}
+
+/* The record: the fill byte, then the size XOR the key. */
+static uint64_t record_of(size_t size)
+{
+    return (uint64_t)(size ^ hak_link_keys.canary) << 8 | fill_byte();
+}
+
+static bool filled(const char *from, const char *to)
+{
+    uint8_t byte = fill_byte();
+    for (; from < to; from++)
+        if ((uint8_t)*from != byte)
+            return false;
+    return true;
+}
+
+static __attribute__((noreturn, cold)) void overflow(const void *block, const char *note)
+{
+    hak_fatal_note("heap overflow past block", block, note);
+}
+
+void hak_canary_fill(void *block, size_t size, size_t end)
+{
+    char *from = (char *)block + size;
+    hak_memcheck_undefined(from, end - size);
+    memset(from, fill_byte(), end - size);
+    hak_memcheck_noaccess(from, end - size);
+}
+
+void hak_canary_verify(const void *block, size_t size, size_t end, const char *note)
+{
+    const char *from = (const char *)block + size;
+    hak_memcheck_defined(from, end - size);
+    if (!filled(from, (const char *)block + end))
+        overflow(block, note);
+    hak_memcheck_noaccess(from, end - size);
+}
+
+void hak_canary_set(void *block, size_t block_size, size_t size)
+{
+    size_t record = block_size - HAK_CANARY_BYTES;
+    hak_canary_fill(block, size, record);
+    uint64_t word = record_of(size);
+    hak_memcheck_undefined((char *)block + record, sizeof(word));
+    memcpy((char *)block + record, &word, sizeof(word));
+    hak_memcheck_noaccess((char *)block + record, sizeof(word));
+}
+
+size_t hak_canary_check(const void *block, size_t block_size, const char *note)
+{
+    size_t record = block_size - HAK_CANARY_BYTES;
+    uint64_t word;
+    hak_memcheck_defined((const char *)block + record, sizeof(word));
+    memcpy(&word, (const char *)block + record, sizeof(word));
+    hak_memcheck_noaccess((const char *)block + record, sizeof(word));
+    size_t size = (size_t)((word >> 8) ^ (hak_link_keys.canary & (UINT64_MAX >> 8)));
+    if ((uint8_t)word != fill_byte() || size > record)
+        overflow(block, note);
+    hak_canary_verify(block, size, record, note);
+    return size;
+}

@@ -1,0 +1,446 @@
+/* Misuse: each fault a program can commit against the allocator, at the
+ * hardening level (HAKMEM_HARDEN) that is meant to catch it, ends its
+ * process with hakmem's message naming the fault and the address on stderr
+ * and SIGABRT; a write onto a level-2 guard page ends it with SIGSEGV at the
+ * guard's first byte.  Level 0 stores free-list links plain, level 1 encodes
+ * them.
+ *
+ * Every case runs in a fresh process of its own (this program run again as
+ * "test_misuse CASE", with HAKMEM_HARDEN set), so that the blocks it uses
+ * come from fresh slabs and spans: the child tells on stdout the address it
+ * is about to misuse, and the parent checks the child's end against it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "hakmem.h"
+
+/* Sizes and the classes hakmem serves them from, at levels 1 and 2 alike
+ * (level 2 adds 8 bytes of canary record, which these classes hold). */
+#define SMALL_SIZE 100  /* C3: 128 B */
+#define MID_SIZE 5000   /* M8: 5 KiB, 12 to a 64 KiB span */
+#define L25_SIZE 100000 /* L6: 112 KiB, a span of its own */
+#define L25_CLASS_SIZE (112 * KiB)
+#define LARGE_SIZE (2 * MiB)
+#define SUPERSLAB_SIZE (2 * MiB)
+#define SLAB_SIZE (64 * KiB)
+#define PAGE_SIZE_4K (4 * KiB)
+
+/* ---- the child: one fault ---- */
+
+/* The address the fault is about; written with write(2), since stdio would
+ * allocate a buffer and so change which blocks the case gets. */
+static void tell(const char *key, const void *addr)
+{
+    char line[64];
+    int len = snprintf(line, sizeof(line), "%s=0x%016lx\n", key, (unsigned long)(uintptr_t)addr);
+    if (write(STDOUT_FILENO, line, (size_t)len) != len) {
+        _exit(EXIT_HARD_ERROR);
+    }
+}
+
+static void *must_malloc(size_t size)
+{
+    void *block = malloc(opaque_size(size));
+    if (block == NULL) {
+        _exit(EXIT_HARD_ERROR);
+    }
+    memset(block, 0x5a, size);
+    return block;
+}
+
+static void *fault_ptr(void *ptr)
+{
+    void *volatile hidden = ptr;
+    return hidden;
+}
+
+static void double_free(size_t size)
+{
+    char *block = must_malloc(size);
+    free(block);
+    tell("addr", block);
+    free(fault_ptr(block));
+}
+
+static void interior_free(size_t size, size_t offset)
+{
+    char *block = must_malloc(size);
+    tell("addr", block + offset);
+    free(fault_ptr(block + offset));
+}
+
+/* The first block of a class in a fresh process starts its slab or span. */
+static char *first_block(size_t size, size_t align)
+{
+    char *block = must_malloc(size);
+    if ((uintptr_t)block % align != 0) {
+        fprintf(stderr, "ERROR: the first %zu-byte block %p does not start a slab\n", size,
+                (void *)block);
+        _exit(EXIT_HARD_ERROR);
+    }
+    return block;
+}
+
+static void never_handed_out(char *ptr)
+{
+    tell("addr", ptr);
+    free(fault_ptr(ptr));
+}
+
+/* A write after free clears the link word; the malloc that pops the block
+ * follows the link. */
+static void corrupt_free_list(void)
+{
+    char *block = must_malloc(64);
+    free(block);
+    memset(fault_ptr(block), 0, sizeof(void *));
+    tell("addr", block);
+    void *again = malloc(opaque_size(64));
+    void *next = malloc(opaque_size(64));
+    fprintf(stderr, "malloc went on: %p %p\n", again, next);
+}
+
+/* One byte past the requested size, as a stray terminating NUL writes it. */
+static void overflow(size_t size)
+{
+    char *block = must_malloc(size);
+    ((char *)fault_ptr(block))[size] = 0;
+    tell("addr", block);
+    free(block);
+}
+
+static void report_fault(int signal_number, siginfo_t *info, void *context)
+{
+    (void)context;
+    tell("fault", info->si_addr);
+    signal(signal_number, SIG_DFL);
+    raise(signal_number);
+}
+
+/* Writes forward from the end of the block until something faults; the
+ * handler tells where, and the child dies of SIGSEGV. */
+static void write_to_guard(size_t size, const char *expected_key, const void *expected)
+{
+    struct sigaction action;
+    memset(&action, 0, sizeof(action));
+    action.sa_sigaction = report_fault;
+    action.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &action, NULL);
+    volatile char *block = must_malloc(size);
+    tell(expected_key, expected ? expected : (const void *)(block + size));
+    for (size_t i = size; i < size + 4 * MiB; i++) {
+        block[i] = 1;
+    }
+    fprintf(stderr, "no fault within 4 MiB past the block\n");
+}
+
+static void guard_small(void)
+{
+    /* C7 (1 KiB) at level 2: the slab's last page is its guard. */
+    char *block = malloc(opaque_size(1000));
+    if (block == NULL) {
+        _exit(EXIT_HARD_ERROR);
+    }
+    char *guard =
+        (char *)((uintptr_t)block & ~(uintptr_t)(SLAB_SIZE - 1)) + SLAB_SIZE - PAGE_SIZE_4K;
+    free(block);
+    write_to_guard(1000, "expect", guard);
+}
+
+/* Plain or encoded: the first word of the last block freed, compared with
+ * the block freed before it. */
+static void links(int want_plain)
+{
+    void *first = must_malloc(64);
+    void *second = must_malloc(64);
+    free(first);
+    free(second);
+    void *link = *(void *volatile *)fault_ptr(second);
+    _exit((link == first) == want_plain ? EXIT_SUCCESS : EXIT_FAILURE);
+}
+
+static void run_case(const char *name)
+{
+    if (!strcmp(name, "double_free_small")) {
+        double_free(SMALL_SIZE);
+    } else if (!strcmp(name, "double_free_mid")) {
+        double_free(MID_SIZE);
+    } else if (!strcmp(name, "double_free_l25")) {
+        double_free(L25_SIZE);
+    } else if (!strcmp(name, "double_free_large")) {
+        double_free(LARGE_SIZE);
+    } else if (!strcmp(name, "interior_small")) {
+        interior_free(SMALL_SIZE, 16);
+    } else if (!strcmp(name, "interior_mid")) {
+        interior_free(MID_SIZE, 64);
+    } else if (!strcmp(name, "interior_l25")) {
+        interior_free(L25_SIZE, 48);
+    } else if (!strcmp(name, "interior_l25_page")) {
+        interior_free(L25_SIZE, 2 * PAGE_SIZE_4K);
+    } else if (!strcmp(name, "interior_large")) {
+        interior_free(LARGE_SIZE, PAGE_SIZE_4K);
+    } else if (!strcmp(name, "interior_aligned_c6")) {
+        /* 768 B blocks are 256-aligned: level 1's alignment test lets
+         * block + 256 through, level 2's exact test does not. */
+        interior_free(700, 256);
+    } else if (!strcmp(name, "never_superslab_header")) {
+        char *block = must_malloc(SMALL_SIZE);
+        never_handed_out((char *)((uintptr_t)block & ~(uintptr_t)(SUPERSLAB_SIZE - 1)));
+    } else if (!strcmp(name, "never_small_uncarved")) {
+        /* C5 (512 B): carving has reached 16 KiB at most. */
+        never_handed_out(first_block(512, SLAB_SIZE) + 32 * KiB);
+    } else if (!strcmp(name, "never_mid_uncarved")) {
+        /* M1 (1.5 KiB) in a 64 KiB span, of which the first refill
+         * carves some 46 KiB. */
+        never_handed_out(first_block(1300, PAGE_SIZE_4K) + 60 * KiB);
+    } else if (!strcmp(name, "never_large_header")) {
+        never_handed_out(must_malloc(LARGE_SIZE) - PAGE_SIZE_4K);
+    } else if (!strcmp(name, "never_arena_header")) {
+        char *block = first_block(1300, PAGE_SIZE_4K);
+        never_handed_out((char *)((uintptr_t)block & ~(uintptr_t)(2 * MiB - 1)));
+    } else if (!strcmp(name, "never_arena_free_span")) {
+        /* The first span leaves the rest of its 4 MiB arena chunk free. */
+        char *block = first_block(1300, PAGE_SIZE_4K);
+        never_handed_out((char *)((uintptr_t)block & ~(uintptr_t)(2 * MiB - 1)) + 3 * MiB);
+    } else if (!strcmp(name, "corrupted_free_list")) {
+        corrupt_free_list();
+    } else if (!strcmp(name, "overflow_small")) {
+        overflow(SMALL_SIZE);
+    } else if (!strcmp(name, "overflow_mid")) {
+        overflow(MID_SIZE);
+    } else if (!strcmp(name, "overflow_l25")) {
+        overflow(L25_SIZE);
+    } else if (!strcmp(name, "overflow_large")) {
+        overflow(LARGE_SIZE - 1000);
+    } else if (!strcmp(name, "guard_small")) {
+        guard_small();
+    } else if (!strcmp(name, "guard_mid")) {
+        /* Twelve 5 KiB blocks, 4 KiB of slack, then the guard. */
+        char *block = first_block(MID_SIZE, PAGE_SIZE_4K);
+        free(block);
+        write_to_guard(MID_SIZE, "expect", block + 64 * KiB);
+    } else if (!strcmp(name, "guard_l25")) {
+        char *block = first_block(L25_SIZE, PAGE_SIZE_4K);
+        free(block);
+        write_to_guard(L25_SIZE, "expect", block + L25_CLASS_SIZE);
+    } else if (!strcmp(name, "guard_large")) {
+        write_to_guard(LARGE_SIZE, "expect", NULL);
+    } else if (!strcmp(name, "interior_node_block")) {
+        /* Before this thread's first malloc it has no heap of its own:
+         * hak_malloc_onnode places the block in a span of its own. */
+        char *block = hak_malloc_onnode(SMALL_SIZE, 0);
+        tell("addr", block + 16);
+        free(fault_ptr(block + 16));
+    } else if (!strcmp(name, "overflow_node_block")) {
+        char *block = hak_malloc_onnode(SMALL_SIZE, 0);
+        ((char *)fault_ptr(block))[SMALL_SIZE] = 0;
+        tell("addr", block);
+        free(block);
+    } else if (!strcmp(name, "links_plain")) {
+        links(1);
+    } else if (!strcmp(name, "links_encoded")) {
+        links(0);
+    } else {
+        fprintf(stderr, "unknown case %s\n", name);
+        _exit(EXIT_HARD_ERROR);
+    }
+    fprintf(stderr, "the fault went unnoticed\n");
+    _exit(EXIT_FAILURE);
+}
+
+/* ---- the parent: every case, and what must come of it ---- */
+
+struct misuse_case {
+    const char *name;
+    const char *level;
+    /* SIGABRT: stderr holds "hakmem: WHAT ADDR (NOTE)" (no NOTE when
+     * NULL); SIGSEGV: the fault is at the address the child expects;
+     * 0: the child exits with status 0. */
+    int signal_number;
+    const char *what;
+    const char *note;
+};
+
+static const struct misuse_case cases[] = {
+    {"double_free_small", "1", SIGABRT, "double free of", "class C3"},
+    {"double_free_mid", "1", SIGABRT, "double free of", "class M8"},
+    {"double_free_l25", "1", SIGABRT, "double free of", "class L6"},
+    {"double_free_large", "1", SIGABRT, "double free of", "large block"},
+    {"interior_small", "1", SIGABRT, "free of a pointer inside a block:", "class C3"},
+    {"interior_mid", "1", SIGABRT, "free of a pointer inside a block:", "class M8"},
+    {"interior_l25", "1", SIGABRT, "free of a pointer inside a block:", "class L6"},
+    {"interior_l25_page", "1", SIGABRT, "free of a pointer inside a block:", "class L6"},
+    {"interior_large", "1", SIGABRT, "free of a pointer inside a block:", "large block"},
+    {"never_superslab_header", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
+    {"never_small_uncarved", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
+    {"never_mid_uncarved", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
+    {"never_large_header", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
+    {"never_arena_header", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
+    {"never_arena_free_span", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
+    {"corrupted_free_list", "1", SIGABRT, "corrupted free list (a freed block was written to) at",
+     NULL},
+    {"interior_node_block", "1", SIGABRT, "free of a pointer inside a block:", "node block"},
+    {"links_encoded", "1", 0, NULL, NULL},
+    {"links_plain", "0", 0, NULL, NULL},
+    {"double_free_small", "2", SIGABRT, "double free of", "class C3"},
+    {"double_free_l25", "2", SIGABRT, "double free of", "class L6"},
+    {"double_free_large", "2", SIGABRT, "double free of", "large block"},
+    {"interior_aligned_c6", "2", SIGABRT, "free of a pointer inside a block:", "class C6"},
+    {"never_small_uncarved", "2", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
+    {"overflow_small", "2", SIGABRT, "heap overflow past block", "class C3"},
+    {"overflow_mid", "2", SIGABRT, "heap overflow past block", "class M8"},
+    {"overflow_l25", "2", SIGABRT, "heap overflow past block", "class L6"},
+    {"overflow_large", "2", SIGABRT, "heap overflow past block", "large block"},
+    {"overflow_node_block", "2", SIGABRT, "heap overflow past block", "node block"},
+    {"guard_small", "2", SIGSEGV, NULL, NULL},
+    {"guard_mid", "2", SIGSEGV, NULL, NULL},
+    {"guard_l25", "2", SIGSEGV, NULL, NULL},
+    {"guard_large", "2", SIGSEGV, NULL, NULL},
+};
+
+static size_t read_all(int fd, char *buffer, size_t size)
+{
+    size_t used = 0;
+    while (used + 1 < size) {
+        ssize_t got = read(fd, buffer + used, size - 1 - used);
+        if (got < 0 && errno == EINTR) {
+            continue;
+        }
+        if (got <= 0) {
+            break;
+        }
+        used += (size_t)got;
+    }
+    buffer[used] = 0;
+    return used;
+}
+
+/* The value of "key=0x..." in the child's stdout, or NULL. */
+static const char *told(const char *out, const char *key, char value[32])
+{
+    char prefix[16];
+    snprintf(prefix, sizeof(prefix), "%s=", key);
+    const char *at = strstr(out, prefix);
+    if (at == NULL) {
+        return NULL;
+    }
+    at += strlen(prefix);
+    size_t len = strcspn(at, "\n");
+    if (len >= 32) {
+        return NULL;
+    }
+    memcpy(value, at, len);
+    value[len] = 0;
+    return value;
+}
+
+static void run_child(const char *self, const struct misuse_case *c, int *status, char *out,
+                      size_t out_size, char *err, size_t err_size)
+{
+    int out_pipe[2], err_pipe[2];
+    if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) {
+        hard_error("pipe: %s", strerror(errno));
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        hard_error("fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        /* No core files from the faults on purpose; no hang either. */
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        alarm(60);
+        dup2(out_pipe[1], STDOUT_FILENO);
+        dup2(err_pipe[1], STDERR_FILENO);
+        close(out_pipe[0]);
+        close(err_pipe[0]);
+        setenv("HAKMEM_HARDEN", c->level, 1);
+        execl(self, self, c->name, (char *)NULL);
+        _exit(EXIT_HARD_ERROR);
+    }
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+    read_all(out_pipe[0], out, out_size);
+    read_all(err_pipe[0], err, err_size);
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    if (waitpid(pid, status, 0) != pid) {
+        hard_error("waitpid: %s", strerror(errno));
+    }
+}
+
+static void check_case(const char *self, const struct misuse_case *c)
+{
+    char out[4096], err[4096], addr[32], expected[256];
+    int status;
+    run_child(self, c, &status, out, sizeof(out), err, sizeof(err));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_HARD_ERROR) {
+        hard_error("%s (HAKMEM_HARDEN=%s) could not set up its case:\n%s", c->name, c->level, err);
+    }
+    if (c->signal_number == 0) {
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "%s (HAKMEM_HARDEN=%s): status 0x%x; stderr:\n%s", c->name, c->level, status, err);
+        return;
+    }
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != c->signal_number) {
+        CHECK(false, "%s (HAKMEM_HARDEN=%s): expected %s, got status 0x%x; stderr:\n%s", c->name,
+              c->level, strsignal(c->signal_number), status, err);
+        return;
+    }
+    if (c->signal_number == SIGSEGV) {
+        char fault[32];
+        const char *want = told(out, "expect", addr);
+        const char *got = told(out, "fault", fault);
+        CHECK(want && got && !strcmp(want, got),
+              "%s (HAKMEM_HARDEN=%s): the write faulted at %s, the guard page starts at %s",
+              c->name, c->level, got ? got : "(not told)", want ? want : "(not told)");
+        return;
+    }
+    if (told(out, "addr", addr) == NULL) {
+        CHECK(false, "%s (HAKMEM_HARDEN=%s): the child aborted before the fault; stderr:\n%s",
+              c->name, c->level, err);
+        return;
+    }
+    if (c->note) {
+        snprintf(expected, sizeof(expected), "hakmem: %s %s (%s)\n", c->what, addr, c->note);
+    } else {
+        snprintf(expected, sizeof(expected), "hakmem: %s %s\n", c->what, addr);
+    }
+    CHECK(strstr(err, expected) != NULL, "%s (HAKMEM_HARDEN=%s): expected on stderr: %sgot: %s",
+          c->name, c->level, expected, err);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2) {
+        run_case(argv[1]);
+    }
+    if (under_valgrind()) {
+        printf("test_misuse: skipped under valgrind (memcheck reports the faults itself)\n");
+        return EXIT_SKIP;
+    }
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (len <= 0) {
+        hard_error("readlink /proc/self/exe: %s", strerror(errno));
+    }
+    self[len] = 0;
+    size_t count = sizeof(cases) / sizeof(cases[0]);
+    for (size_t i = 0; i < count; i++) {
+        check_case(self, &cases[i]);
+    }
+    printf("test_misuse: %zu cases\n", count);
+    return test_result("test_misuse");
+}
