@@ -21,8 +21,7 @@ struct bench_param {
     long min;
 };
 
-static inline void bench_usage(const char *program, const struct bench_param *params,
-                               size_t count)
+static inline void bench_usage(const char *program, const struct bench_param *params, size_t count)
 {
     fprintf(stderr, "usage: %s", program);
     for (size_t i = 0; i < count; i++)
@@ -44,8 +43,7 @@ static inline int bench_parse_long(const char *text, long *out)
 
 /* Accepts "name=value" in any order and bare values in declaration order, so
  * both `random_mixed ws=400` and `random_mixed 10000000 400` work. */
-static inline void bench_parse_args(int argc, char **argv, struct bench_param *params,
-                                    size_t count)
+static inline void bench_parse_args(int argc, char **argv, struct bench_param *params, size_t count)
 {
     size_t next_positional = 0;
 
@@ -76,8 +74,8 @@ static inline void bench_parse_args(int argc, char **argv, struct bench_param *p
             exit(2);
         }
         if (bench_parse_long(value_text, &target->value) != 0 || target->value < target->min) {
-            fprintf(stderr, "%s: %s must be an integer >= %ld, got '%s'\n", argv[0],
-                    target->name, target->min, value_text);
+            fprintf(stderr, "%s: %s must be an integer >= %ld, got '%s'\n", argv[0], target->name,
+                    target->min, value_text);
             exit(2);
         }
     }

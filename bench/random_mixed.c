@@ -38,8 +38,7 @@ int main(int argc, char **argv)
     uint32_t ws = (uint32_t)params[1].value;
     uint32_t state = (uint32_t)params[2].value;
     if (state == 0) {
-        fprintf(stderr, "%s: seed must not be 0 modulo 2^32 (xorshift would stay at 0)\n",
-                argv[0]);
+        fprintf(stderr, "%s: seed must not be 0 modulo 2^32 (xorshift would stay at 0)\n", argv[0]);
         return 2;
     }
 

@@ -84,9 +84,8 @@ int main(int argc, char **argv)
             "majflt=%ld maxrss_kb=%ld\n",
             WIFEXITED(status) ? WEXITSTATUS(status) : -1,
             WIFSIGNALED(status) ? WTERMSIG(status) : 0,
-            WIFSIGNALED(status) && WCOREDUMP(status) ? 1 : 0, wall,
-            timeval_seconds(usage.ru_utime), timeval_seconds(usage.ru_stime), usage.ru_minflt,
-            usage.ru_majflt, usage.ru_maxrss);
+            WIFSIGNALED(status) && WCOREDUMP(status) ? 1 : 0, wall, timeval_seconds(usage.ru_utime),
+            timeval_seconds(usage.ru_stime), usage.ru_minflt, usage.ru_majflt, usage.ru_maxrss);
     if (fclose(result) != 0) {
         perror(result_path);
         return 2;

@@ -29,8 +29,7 @@ static void *produce(void *arg)
     uint32_t state = ring->seed;
 
     for (long round = 0; round < ring->rounds; round++) {
-        while (round - atomic_load_explicit(&ring->consumed, memory_order_acquire) >=
-               RING_BATCHES)
+        while (round - atomic_load_explicit(&ring->consumed, memory_order_acquire) >= RING_BATCHES)
             sched_yield();
         unsigned char **blocks = ring->blocks[round % RING_BATCHES];
         for (size_t i = 0; i < ring->batch_size; i++) {
@@ -92,7 +91,6 @@ int main(int argc, char **argv)
 
     for (int i = 0; i < RING_BATCHES; i++)
         free(ring.blocks[i]);
-    bench_report("xthread", (double)ring.rounds * (double)ring.batch_size, seconds, params,
-                 count);
+    bench_report("xthread", (double)ring.rounds * (double)ring.batch_size, seconds, params, count);
     return 0;
 }

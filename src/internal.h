@@ -88,7 +88,7 @@ enum hak_free_route {
 struct hak_chunk_head {
     uint32_t kind;
     uint32_t node;
-    size_t map_size; /* bytes mapped, from the head */
+    size_t map_size;             /* bytes mapped, from the head */
     struct hak_chunk_head *next; /* in its backend's list */
     struct hak_chunk_head *prev;
     uint32_t route; /* enum hak_free_route */
@@ -194,7 +194,7 @@ struct hak_arena_chunk {
 };
 
 #define HAK_SUPERSLAB_HEADER_SLABS 1
-#define HAK_ARENA_HEADER_PAGES \
+#define HAK_ARENA_HEADER_PAGES                                                                     \
     ((sizeof(struct hak_arena_chunk) + HAK_PAGE_SIZE - 1) / HAK_PAGE_SIZE)
 #define HAK_ARENA_USABLE_PAGES (HAK_ARENA_PAGES - HAK_ARENA_HEADER_PAGES)
 
@@ -242,14 +242,14 @@ struct hak_heap {
     uint64_t allocs[HAK_NUM_CLASSES] __attribute__((aligned(HAK_CACHE_LINE)));
 
     /* Slow-path state. */
-    uint32_t limit[HAK_NUM_CLASSES];        /* cache capacity in blocks */
-    uint32_t batch[HAK_NUM_CLASSES];        /* blocks the next refill adds */
-    struct hak_slab *cur[HAK_NUM_CLASSES];  /* slab refills carve from */
+    uint32_t limit[HAK_NUM_CLASSES];       /* cache capacity in blocks */
+    uint32_t batch[HAK_NUM_CLASSES];       /* blocks the next refill adds */
+    struct hak_slab *cur[HAK_NUM_CLASSES]; /* slab refills carve from */
     struct hak_slab_list partial[HAK_NUM_CLASSES];
     struct hak_slab_list full[HAK_NUM_CLASSES];
     uint32_t node;
     struct hak_quarantine *quarantine; /* under memcheck: front/quarantine.h */
-    struct hak_heap *next_live; /* registry, for stats */
+    struct hak_heap *next_live;        /* registry, for stats */
     struct hak_heap *prev_live;
     struct hak_class_stats stats[HAK_NUM_CLASSES];
 

@@ -38,8 +38,8 @@ static const struct option table[] = {
     {"HAKMEM_STATS", OPT_BOOL, &hak_options.stats, "print statistics at exit", NULL},
     {"HAKMEM_HOT_BYTES", OPT_BYTES, &hak_options.hot_bytes,
      "freed Mid/L25 spans kept resident per node (bytes; K, M, G suffixes)", NULL},
-    {"HAKMEM_DECAY_MS", OPT_U64, &hak_options.decay_ms,
-     "how long a freed span stays resident (ms)", NULL},
+    {"HAKMEM_DECAY_MS", OPT_U64, &hak_options.decay_ms, "how long a freed span stays resident (ms)",
+     NULL},
     {"HAKMEM_SMALL_CACHE", OPT_U32, &hak_options.small_cache,
      "free blocks a thread caches per small class (C0-C7)", NULL},
     {"HAKMEM_MID_RING", OPT_U32, &hak_options.mid_ring,
@@ -50,7 +50,8 @@ static const struct option table[] = {
      "bound on the bytes cached per Mid/L25 class and thread", NULL},
     {"HAKMEM_HUGE_PAGES", OPT_BOOL, &hak_options.huge_pages,
      "1: a process past 8 MiB of Mid/L25 chunks gets them in huge pages", NULL},
-    {"HAKMEM_NUMA", OPT_CHOICE, &hak_options.numa, "auto: one backend per node; off: one", numa_modes},
+    {"HAKMEM_NUMA", OPT_CHOICE, &hak_options.numa, "auto: one backend per node; off: one",
+     numa_modes},
     {"HAKMEM_NUMA_POLICY", OPT_CHOICE, &hak_options.numa_policy,
      "preferred (fall back to other nodes when full) or bind", numa_policies},
     {"HAKMEM_INTERLEAVE_BYTES", OPT_BYTES, &hak_options.interleave_bytes,
@@ -75,10 +76,17 @@ static bool parse_number(const char *text, bool suffix_ok, uint64_t *out)
     unsigned shift = 0;
     if (suffix_ok && *p) {
         switch (*p | 0x20) {
-        case 'k': shift = 10; break;
-        case 'm': shift = 20; break;
-        case 'g': shift = 30; break;
-        default: return false;
+        case 'k':
+            shift = 10;
+            break;
+        case 'm':
+            shift = 20;
+            break;
+        case 'g':
+            shift = 30;
+            break;
+        default:
+            return false;
         }
         p++;
     }
@@ -153,10 +161,18 @@ void hak_options_print(int fd)
         hak_print_str(&out, "  ");
         hak_print_padded(&out, opt->name, 20);
         switch (opt->type) {
-        case OPT_BOOL: hak_print_u64(&out, *(bool *)opt->value, 12); break;
-        case OPT_BYTES: hak_print_u64(&out, *(size_t *)opt->value, 12); break;
-        case OPT_U32: hak_print_u64(&out, *(uint32_t *)opt->value, 12); break;
-        case OPT_U64: hak_print_u64(&out, *(uint64_t *)opt->value, 12); break;
+        case OPT_BOOL:
+            hak_print_u64(&out, *(bool *)opt->value, 12);
+            break;
+        case OPT_BYTES:
+            hak_print_u64(&out, *(size_t *)opt->value, 12);
+            break;
+        case OPT_U32:
+            hak_print_u64(&out, *(uint32_t *)opt->value, 12);
+            break;
+        case OPT_U64:
+            hak_print_u64(&out, *(uint64_t *)opt->value, 12);
+            break;
         case OPT_CHOICE: {
             const char *choice = opt->choices[*(uint32_t *)opt->value];
             size_t len = strlen(choice);

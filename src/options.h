@@ -11,18 +11,18 @@ enum hak_numa_mode { HAK_NUMA_AUTO, HAK_NUMA_OFF };
 enum hak_numa_policy { HAK_POLICY_PREFERRED, HAK_POLICY_BIND };
 
 struct hak_options {
-    size_t hot_bytes;     /* HotSpanBox budget per node */
-    uint64_t decay_ms;    /* how long a span stays hot */
-    uint32_t small_cache; /* blocks a thread caches per small class */
-    uint32_t mid_ring;    /* blocks a thread caches per Mid class */
-    uint32_t l25_ring;    /* blocks a thread caches per L25 class */
-    size_t ring_bytes;    /* bound on the bytes cached per Mid/L25 class */
-    uint32_t numa;        /* enum hak_numa_mode */
-    uint32_t numa_policy; /* enum hak_numa_policy */
+    size_t hot_bytes;        /* HotSpanBox budget per node */
+    uint64_t decay_ms;       /* how long a span stays hot */
+    uint32_t small_cache;    /* blocks a thread caches per small class */
+    uint32_t mid_ring;       /* blocks a thread caches per Mid class */
+    uint32_t l25_ring;       /* blocks a thread caches per L25 class */
+    size_t ring_bytes;       /* bound on the bytes cached per Mid/L25 class */
+    uint32_t numa;           /* enum hak_numa_mode */
+    uint32_t numa_policy;    /* enum hak_numa_policy */
     size_t interleave_bytes; /* large blocks from this size spread over all nodes */
-    bool stats;           /* print statistics at exit */
-    bool huge_pages;      /* transparent huge pages for busy PageArenas */
-    uint32_t harden;      /* hardening level 0, 1 or 2 (harden.h) */
+    bool stats;              /* print statistics at exit */
+    bool huge_pages;         /* transparent huge pages for busy PageArenas */
+    uint32_t harden;         /* hardening level 0, 1 or 2 (harden.h) */
 };
 
 extern struct hak_options hak_options;

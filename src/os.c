@@ -17,8 +17,8 @@ void *hak_os_map_aligned(size_t size, size_t align)
         errno = ENOMEM;
         return NULL;
     }
-    char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                     -1, 0);
+    char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (raw == MAP_FAILED) {
         errno = ENOMEM;
         return NULL;

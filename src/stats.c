@@ -36,8 +36,9 @@ static void print_classes(struct hak_printer *out)
     struct hak_class_stats totals[HAK_NUM_CLASSES] = {0};
     hak_heap_sum_stats(totals);
 
-    hak_print_str(out, "class      size      allocs  cache_hits     refills     flushes   slabs_in  "
-                       "slabs_out remote_frees\n");
+    hak_print_str(out,
+                  "class      size      allocs  cache_hits     refills     flushes   slabs_in  "
+                  "slabs_out remote_frees\n");
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         const struct hak_class_stats *s = &totals[cls];
         if (!s->allocs && !s->remote_frees)
@@ -112,7 +113,8 @@ HAK_API void hak_stats_print(int fd)
     }
     for (unsigned from = 0; from < HAK_MAX_NODES; from++) {
         for (unsigned to = 0; to < HAK_MAX_NODES; to++) {
-            uint64_t n = atomic_load_explicit(&hak_stat_remote_by_pair[from][to], memory_order_relaxed);
+            uint64_t n =
+                atomic_load_explicit(&hak_stat_remote_by_pair[from][to], memory_order_relaxed);
             if (n) {
                 hak_print_str(&out, "remote frees node ");
                 hak_print_u64(&out, from, 0);

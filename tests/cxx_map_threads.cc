@@ -11,7 +11,8 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace
+{
 
 const int thread_count = 4;
 const int keys_per_thread = 60000;

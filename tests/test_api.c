@@ -33,23 +33,31 @@ struct api {
 };
 
 static const struct api hak_twins = {
-    "hak_", hak_malloc, hak_free, hak_calloc, hak_realloc, hak_reallocarray,
-    hak_posix_memalign, hak_aligned_alloc, hak_memalign, hak_valloc, hak_pvalloc,
-    hak_malloc_usable_size,
+    "hak_",       hak_malloc,       hak_free,           hak_calloc,
+    hak_realloc,  hak_reallocarray, hak_posix_memalign, hak_aligned_alloc,
+    hak_memalign, hak_valloc,       hak_pvalloc,        hak_malloc_usable_size,
 };
 
 static const struct api standard_names = {
-    "", malloc, free, calloc, realloc, reallocarray,
-    posix_memalign, aligned_alloc, memalign, valloc, pvalloc,
-    malloc_usable_size,
+    "",       malloc,       free,           calloc,
+    realloc,  reallocarray, posix_memalign, aligned_alloc,
+    memalign, valloc,       pvalloc,        malloc_usable_size,
 };
 
 /* One size in each tier and at each tier boundary: small classes (8 B ..
  * 1 KiB), Mid (1-32 KiB), L25 (32 KiB - 1 MiB), direct mappings above. */
 static const size_t tier_sizes[] = {
-    1, 8, 13, 16, 24, 100, 512, 1000, 1024, 1025, 2048, 4096, 10000,
-    32768, 32769, 65536, 100000, 524288, 1048576, 1048577, 3 * 1048576,
-    4 * 1048576 + 5,
+    1,           8,
+    13,          16,
+    24,          100,
+    512,         1000,
+    1024,        1025,
+    2048,        4096,
+    10000,       32768,
+    32769,       65536,
+    100000,      524288,
+    1048576,     1048577,
+    3 * 1048576, 4 * 1048576 + 5,
 };
 #define TIER_COUNT (sizeof(tier_sizes) / sizeof(tier_sizes[0]))
 
@@ -111,8 +119,8 @@ static void test_malloc_zero(const struct api *api)
 static void test_calloc(const struct api *api)
 {
     static const size_t shapes[][2] = {
-        {1, 1}, {3, 7}, {1, 16}, {10, 100}, {1, 1024}, {7, 1000}, {1, 4096},
-        {5, 5000}, {1, 40000}, {3, 100000}, {1, MiB}, {1, 3 * MiB + 5},
+        {1, 1},    {3, 7},    {1, 16},    {10, 100},   {1, 1024}, {7, 1000},
+        {1, 4096}, {5, 5000}, {1, 40000}, {3, 100000}, {1, MiB},  {1, 3 * MiB + 5},
     };
     enum { BATCH = 8 };
 
@@ -134,8 +142,7 @@ static void test_calloc(const struct api *api)
         }
         for (int i = 0; i < BATCH; i++) {
             blocks[i] = api->calloc(opaque_size(nmemb), opaque_size(size));
-            CHECK(blocks[i] != NULL, "%scalloc(%zu, %zu) returned NULL", api->prefix, nmemb,
-                  size);
+            CHECK(blocks[i] != NULL, "%scalloc(%zu, %zu) returned NULL", api->prefix, nmemb, size);
             if (blocks[i] == NULL) {
                 continue;
             }
@@ -162,8 +169,8 @@ static void test_calloc(const struct api *api)
 }
 
 /* call_format describes the call, e.g. "calloc(%zu, %zu)". */
-static void expect_enomem(const struct api *api, void *result, int error,
-                          const char *call_format, ...)
+static void expect_enomem(const struct api *api, void *result, int error, const char *call_format,
+                          ...)
 {
     char call[128];
     va_list args;
@@ -183,7 +190,8 @@ static void test_overflow(const struct api *api)
 {
     static const size_t overflowing[][2] = {
         {SIZE_MAX / 2 + 1, 2}, {((size_t)1 << 32) + 1, (size_t)1 << 32},
-        {SIZE_MAX, SIZE_MAX}, {3, SIZE_MAX / 3 + 1}, {SIZE_MAX, 2},
+        {SIZE_MAX, SIZE_MAX},  {3, SIZE_MAX / 3 + 1},
+        {SIZE_MAX, 2},
     };
     void *result;
 
@@ -264,11 +272,13 @@ static void test_beyond_ptrdiff_max(const struct api *api)
             void *out = &out;
 
             int error = api->posix_memalign(&out, alignment, size);
-            CHECK(error == ENOMEM, "%sposix_memalign(align %zu, size %#zx) returned %d, expected "
-                  "ENOMEM", api->prefix, alignment, size, error);
+            CHECK(error == ENOMEM,
+                  "%sposix_memalign(align %zu, size %#zx) returned %d, expected "
+                  "ENOMEM",
+                  api->prefix, alignment, size, error);
             CHECK(out == &out || out == NULL,
-                  "%sposix_memalign(align %zu, size %#zx) failed but wrote %p to *out",
-                  api->prefix, alignment, size, out);
+                  "%sposix_memalign(align %zu, size %#zx) failed but wrote %p to *out", api->prefix,
+                  alignment, size, out);
             if (error == 0) {
                 api->free(out);
             }
@@ -296,8 +306,8 @@ static void test_posix_memalign_einval(const struct api *api)
         CHECK(error == EINVAL, "%sposix_memalign(align %zu, 64) returned %d, expected EINVAL",
               api->prefix, alignment, error);
         CHECK(out == &out || out == NULL,
-              "%sposix_memalign(align %zu, 64) failed but wrote %p to *out", api->prefix,
-              alignment, out);
+              "%sposix_memalign(align %zu, 64) failed but wrote %p to *out", api->prefix, alignment,
+              out);
         if (error == 0) {
             api->free(out);
         }
@@ -364,8 +374,8 @@ static void test_memalign_and_aligned_alloc(const struct api *api)
             size_t size = sizes[i];
             char *block = api->memalign(opaque_size(alignment), opaque_size(size));
 
-            CHECK(block != NULL && is_aligned(block, alignment),
-                  "%smemalign(%zu, %zu) returned %p", api->prefix, alignment, size, block);
+            CHECK(block != NULL && is_aligned(block, alignment), "%smemalign(%zu, %zu) returned %p",
+                  api->prefix, alignment, size, block);
             if (block != NULL) {
                 CHECK(api->usable_size(block) >= size, "%smemalign(%zu, %zu): usable size %zu",
                       api->prefix, alignment, size, api->usable_size(block));
@@ -378,9 +388,8 @@ static void test_memalign_and_aligned_alloc(const struct api *api)
             CHECK(block != NULL && is_aligned(block, alignment),
                   "%saligned_alloc(%zu, %zu) returned %p", api->prefix, alignment, size, block);
             if (block != NULL) {
-                CHECK(api->usable_size(block) >= size,
-                      "%saligned_alloc(%zu, %zu): usable size %zu", api->prefix, alignment, size,
-                      api->usable_size(block));
+                CHECK(api->usable_size(block) >= size, "%saligned_alloc(%zu, %zu): usable size %zu",
+                      api->prefix, alignment, size, api->usable_size(block));
                 block[0] = 1;
                 block[size - 1] = 2;
             }
@@ -475,8 +484,8 @@ static void test_fundamental_alignment(const struct api *api)
 
     for (size = 16; size <= 2 * MiB; size = size * 3 / 2 + 1) {
         void *block = api->calloc(1, opaque_size(size));
-        CHECK(block != NULL && is_aligned(block, 16), "%scalloc(1, %zu) returned %p",
-              api->prefix, size, block);
+        CHECK(block != NULL && is_aligned(block, 16), "%scalloc(1, %zu) returned %p", api->prefix,
+              size, block);
         api->free(block);
     }
 }
@@ -493,8 +502,8 @@ static void test_realloc_edges(const struct api *api)
         if (block == NULL) {
             continue;
         }
-        CHECK(api->usable_size(block) >= size, "%srealloc(NULL, %zu): usable size %zu",
-              api->prefix, size, api->usable_size(block));
+        CHECK(api->usable_size(block) >= size, "%srealloc(NULL, %zu): usable size %zu", api->prefix,
+              size, api->usable_size(block));
         memset(block, 0x22, size);
         /* glibc: realloc(p, 0) frees p and returns NULL. */
         void *result = api->realloc(block, opaque_size(0));
@@ -518,7 +527,8 @@ static void test_realloc_edges(const struct api *api)
     size_t vsz_growth = vsz_after > vsz_before ? vsz_after - vsz_before : 0;
     CHECK(vsz_growth < 1024 * MiB,
           "%srealloc(p, 0) does not free p: address space grew by %zu MiB over 64 rounds of "
-          "64 MiB", api->prefix, vsz_growth / MiB);
+          "64 MiB",
+          api->prefix, vsz_growth / MiB);
 }
 
 /* One step of a realloc chain over a block holding the pattern of key:
@@ -534,8 +544,8 @@ static char *realloc_in_chain(const struct api *api, char *block, size_t *size, 
     }
     size_t kept = *size < new_size ? *size : new_size;
     size_t damaged = pattern_mismatch(moved, kept, key);
-    CHECK(damaged == PATTERN_INTACT, "%srealloc(%zu -> %zu) in a chain lost byte %zu",
-          api->prefix, *size, new_size, damaged);
+    CHECK(damaged == PATTERN_INTACT, "%srealloc(%zu -> %zu) in a chain lost byte %zu", api->prefix,
+          *size, new_size, damaged);
     *size = new_size;
     return moved;
 }
@@ -561,15 +571,13 @@ static void test_realloc_tiers(const struct api *api)
             }
             size_t kept = old_size < new_size ? old_size : new_size;
             size_t damaged = pattern_mismatch(moved, kept, key);
-            CHECK(damaged == PATTERN_INTACT,
-                  "%srealloc(%zu -> %zu) lost the contents at byte %zu", api->prefix, old_size,
-                  new_size, damaged);
-            CHECK(api->usable_size(moved) >= new_size,
-                  "%srealloc(%zu -> %zu): usable size %zu", api->prefix, old_size, new_size,
-                  api->usable_size(moved));
+            CHECK(damaged == PATTERN_INTACT, "%srealloc(%zu -> %zu) lost the contents at byte %zu",
+                  api->prefix, old_size, new_size, damaged);
+            CHECK(api->usable_size(moved) >= new_size, "%srealloc(%zu -> %zu): usable size %zu",
+                  api->prefix, old_size, new_size, api->usable_size(moved));
             CHECK(new_size < 16 || is_aligned(moved, 16),
-                  "%srealloc(%zu -> %zu) returned misaligned %p", api->prefix, old_size,
-                  new_size, moved);
+                  "%srealloc(%zu -> %zu) returned misaligned %p", api->prefix, old_size, new_size,
+                  moved);
             memset(moved + kept, 0x33, new_size - kept);
             api->free(moved);
         }
@@ -602,8 +610,7 @@ static void test_aligned_realloc(const struct api *api)
         void *block = NULL;
 
         if (api->posix_memalign(&block, alignment, size) != 0) {
-            CHECK(0, "%sposix_memalign(align %zu, size %zu) failed", api->prefix, alignment,
-                  size);
+            CHECK(0, "%sposix_memalign(align %zu, size %zu) failed", api->prefix, alignment, size);
             continue;
         }
         fill_pattern(block, size, alignment);
@@ -625,8 +632,8 @@ static void test_aligned_realloc(const struct api *api)
 
 static void test_usable_size(const struct api *api)
 {
-    CHECK(api->usable_size(NULL) == 0, "%smalloc_usable_size(NULL) = %zu, expected 0",
-          api->prefix, api->usable_size(NULL));
+    CHECK(api->usable_size(NULL) == 0, "%smalloc_usable_size(NULL) = %zu, expected 0", api->prefix,
+          api->usable_size(NULL));
 
     for (size_t size = 0; size <= 5000; size++) {
         void *block = api->malloc(opaque_size(size));

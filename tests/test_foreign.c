@@ -118,8 +118,8 @@ static void exercise_foreign(const char *name, unsigned char *ptr, size_t readab
     current_step = step;
     free(ptr);
     size_t damaged = pattern_mismatch(ptr, readable, key);
-    CHECK(damaged == PATTERN_INTACT, "free(%s) wrote into memory it does not own (byte %zu)",
-          name, damaged);
+    CHECK(damaged == PATTERN_INTACT, "free(%s) wrote into memory it does not own (byte %zu)", name,
+          damaged);
 
     snprintf(step, sizeof(step), "allocating after free(%s)", name);
     current_step = step;
@@ -153,7 +153,8 @@ static void test_block_before_guard_page(void)
     unsigned char *copy = realloc(ptr, 200);
     CHECK(copy != NULL && pattern_mismatch(copy, TAIL, 7) == PATTERN_INTACT,
           "realloc(block 96 bytes before a PROT_NONE page, 200) returned %p without the 96 "
-          "readable bytes", copy);
+          "readable bytes",
+          copy);
     free(copy);
     current_step = "free(block 96 bytes before a PROT_NONE page)";
     free(ptr);
@@ -212,8 +213,8 @@ static int page_is_readable(const void *page)
 static void test_lookalike_superslab_header(void)
 {
     unsigned char *real_block = malloc(64);
-    unsigned char *real_base = (unsigned char *)((uintptr_t)real_block &
-                                                 ~(uintptr_t)(SUPERSLAB_SIZE - 1));
+    unsigned char *real_base =
+        (unsigned char *)((uintptr_t)real_block & ~(uintptr_t)(SUPERSLAB_SIZE - 1));
 
     if (real_block == NULL) {
         hard_error("malloc(64) failed");
@@ -245,8 +246,7 @@ static void test_lookalike_superslab_header(void)
 static void test_glibc_block(void)
 {
     void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
-    void *(*glibc_malloc)(size_t) = libc != NULL ? (void *(*)(size_t))dlsym(libc, "malloc")
-                                                 : NULL;
+    void *(*glibc_malloc)(size_t) = libc != NULL ? (void *(*)(size_t))dlsym(libc, "malloc") : NULL;
 
     if (glibc_malloc == NULL) {
         hard_error("cannot find glibc's malloc: %s", dlerror());

@@ -57,9 +57,9 @@ static uint64_t *make_published_block(size_t size)
 static int check_and_free_published(uint64_t *block)
 {
     size_t size = (size_t)block[0];
-    int intact = size >= 16 && size <= 3 * MiB &&
-                 pattern_mismatch(block + 1, size - 8, (uint64_t)(uintptr_t)block) ==
-                     PATTERN_INTACT;
+    int intact =
+        size >= 16 && size <= 3 * MiB &&
+        pattern_mismatch(block + 1, size - 8, (uint64_t)(uintptr_t)block) == PATTERN_INTACT;
     free(block);
     return intact;
 }

@@ -142,8 +142,10 @@ static void test_recovery(void)
             errno = 0;
             struct chain *block = malloc(size);
             if (block == NULL) {
-                CHECK(0, "malloc(%zu) failed (errno %d) after all memory was freed, with %zu "
-                      "such blocks held", size, errno, n);
+                CHECK(0,
+                      "malloc(%zu) failed (errno %d) after all memory was freed, with %zu "
+                      "such blocks held",
+                      size, errno, n);
                 break;
             }
             memset(block, 0x42, size < 4096 ? size : 4096);

@@ -102,10 +102,10 @@ int main(void)
     }
 
     size_t rss_end = rss_bytes(), vsz_end = vsz_bytes();
-    printf("after %d threads: RSS %zu MiB, address space %zu MiB\n", WARMUP_THREADS,
-           rss_warm / MiB, vsz_warm / MiB);
-    printf("after %d threads: RSS %zu MiB, address space %zu MiB\n", THREAD_COUNT,
-           rss_end / MiB, vsz_end / MiB);
+    printf("after %d threads: RSS %zu MiB, address space %zu MiB\n", WARMUP_THREADS, rss_warm / MiB,
+           vsz_warm / MiB);
+    printf("after %d threads: RSS %zu MiB, address space %zu MiB\n", THREAD_COUNT, rss_end / MiB,
+           vsz_end / MiB);
     if (under_valgrind()) {
         printf("under valgrind: memory bounds not checked\n");
         return test_result("test_thread_churn");

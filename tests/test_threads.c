@@ -203,8 +203,8 @@ int main(void)
 
     uint64_t total = main_thread.verified;
     for (int i = 0; i < THREADS; i++) {
-        printf("thread %d: sent %llu blocks, verified %llu blocks (%llu MiB), %llu reallocs\n",
-               i, (unsigned long long)workers[i].sent, (unsigned long long)workers[i].verified,
+        printf("thread %d: sent %llu blocks, verified %llu blocks (%llu MiB), %llu reallocs\n", i,
+               (unsigned long long)workers[i].sent, (unsigned long long)workers[i].verified,
                (unsigned long long)(workers[i].verified_bytes / MiB),
                (unsigned long long)workers[i].reallocated);
         total += workers[i].verified;

@@ -112,10 +112,10 @@ static struct hak_slab *collect_evictions(struct hot_span_box *box, uint64_t now
     /* Over budget, go down to three quarters of it: one batch of evictions
      * then, whose neighbouring spans share a madvise call, instead of one
      * call per put (each call flushes every CPU's TLB for the process). */
-    size_t target = box->bytes > hak_options.hot_bytes ? hak_options.hot_bytes / 4 * 3
-                                                       : hak_options.hot_bytes;
-    while (box->oldest && (box->bytes > target ||
-                           now >= box->oldest->freed_ms + hak_options.decay_ms)) {
+    size_t target =
+        box->bytes > hak_options.hot_bytes ? hak_options.hot_bytes / 4 * 3 : hak_options.hot_bytes;
+    while (box->oldest &&
+           (box->bytes > target || now >= box->oldest->freed_ms + hak_options.decay_ms)) {
         struct hak_slab *span = box->oldest;
         unlink_span(box, span);
         span->kind = HAK_SLAB_INVALID;

@@ -176,8 +176,8 @@ void hak_large_free(struct hak_large *large, void *ptr)
     }
     cache->slots[cache->count++] = large;
     cache->bytes += large->head.map_size;
-    while (cache->count && (cache->bytes > budget ||
-                            now >= cache->slots[0]->freed_ms + hak_options.decay_ms)) {
+    while (cache->count &&
+           (cache->bytes > budget || now >= cache->slots[0]->freed_ms + hak_options.decay_ms)) {
         evicted[evictions++] = cache->slots[0];
         remove_slot(cache, 0);
     }

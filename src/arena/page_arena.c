@@ -17,7 +17,7 @@
 struct page_arena {
     pthread_mutex_t lock;
     uint32_t free_chunks;
-    uint64_t nonempty[BITMAP_WORDS]; /* bit n: bins[n] has a span */
+    uint64_t nonempty[BITMAP_WORDS];        /* bit n: bins[n] has a span */
     struct hak_slab *bins[HAK_ARENA_PAGES]; /* free spans by exact length */
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
@@ -94,8 +94,8 @@ static struct hak_slab *new_chunk(unsigned node)
     hak_numa_bind(chunk, HAK_ARENA_CHUNK_SIZE, node);
     /* A process that keeps this much in Mid and L25 blocks faults its chunks
      * in 2 MiB at a time; a small one never pays for zeroing a huge page. */
-    uint64_t chunks = atomic_load_explicit(&hak_stat_counters[HAK_STAT_ARENA_CHUNKS],
-                                           memory_order_relaxed);
+    uint64_t chunks =
+        atomic_load_explicit(&hak_stat_counters[HAK_STAT_ARENA_CHUNKS], memory_order_relaxed);
     if (hak_options.huge_pages && chunks >= HUGE_PAGES_AFTER_CHUNKS)
         hak_os_advise_huge(chunk, HAK_ARENA_CHUNK_SIZE);
     chunk->head.kind = HAK_CHUNK_ARENA;

@@ -28,9 +28,10 @@ static bool set_range(void *base, size_t size, struct hak_chunk_head *chunk)
     uintptr_t first = (uintptr_t)base >> HAK_CHUNK_SHIFT;
     uintptr_t last = ((uintptr_t)base + size - 1) >> HAK_CHUNK_SHIFT;
     for (uintptr_t unit = first; unit <= last; unit++) {
-        hak_map_leaf *leaf = chunk ? leaf_for(unit)
-                                   : atomic_load_explicit(&hak_page_map_top[unit >> HAK_MAP_LEAF_BITS],
-                                                          memory_order_acquire);
+        hak_map_leaf *leaf =
+            chunk ? leaf_for(unit)
+                  : atomic_load_explicit(&hak_page_map_top[unit >> HAK_MAP_LEAF_BITS],
+                                         memory_order_acquire);
         if (!leaf)
             return false;
         atomic_store_explicit(&(*leaf)[unit & ((1u << HAK_MAP_LEAF_BITS) - 1)], chunk,
@@ -59,8 +60,7 @@ void hak_page_map_for_each_chunk(void (*visit)(struct hak_chunk_head *chunk))
         if (!leaf)
             continue;
         for (uintptr_t i = 0; i < (1u << HAK_MAP_LEAF_BITS); i++) {
-            struct hak_chunk_head *chunk =
-                atomic_load_explicit(&(*leaf)[i], memory_order_acquire);
+            struct hak_chunk_head *chunk = atomic_load_explicit(&(*leaf)[i], memory_order_acquire);
             uintptr_t unit_base = ((top << HAK_MAP_LEAF_BITS) | i) << HAK_CHUNK_SHIFT;
             /* A chunk spanning several units is visited at its first. */
             if (chunk && (uintptr_t)chunk == unit_base)

@@ -192,10 +192,9 @@ bool hak_slab_disarm_notify(struct hak_slab *slab)
         }
         if (flag_of(word) != HAK_REMOTE_NOTIFY)
             return true; /* a remote free has queued it */
-        if (atomic_compare_exchange_weak_explicit(&slab->remote, &word,
-                                                  (word & ~(uintptr_t)HAK_REMOTE_FLAGS) |
-                                                      HAK_REMOTE_NORMAL,
-                                                  memory_order_acq_rel, memory_order_acquire))
+        if (atomic_compare_exchange_weak_explicit(
+                &slab->remote, &word, (word & ~(uintptr_t)HAK_REMOTE_FLAGS) | HAK_REMOTE_NORMAL,
+                memory_order_acq_rel, memory_order_acquire))
             return false;
     }
 }
@@ -245,10 +244,9 @@ void hak_slab_remote_free_chain(struct hak_slab *slab, void *head, void *tail)
             word = atomic_load_explicit(&slab->remote, memory_order_relaxed);
             do {
                 hak_link_set(tail, list_of(word));
-            } while (!atomic_compare_exchange_weak_explicit(&slab->remote, &word,
-                                                            (uintptr_t)head | HAK_REMOTE_NORMAL,
-                                                            memory_order_release,
-                                                            memory_order_relaxed));
+            } while (!atomic_compare_exchange_weak_explicit(
+                &slab->remote, &word, (uintptr_t)head | HAK_REMOTE_NORMAL, memory_order_release,
+                memory_order_relaxed));
             return;
         }
         hak_link_set(tail, list_of(word));

@@ -1,5 +1,7 @@
 #include "size_class.h"
 
+/* Tables laid out by hand, a row per doubling. */
+/* clang-format off */
 #define SMALL_OF(sz) ((sz) <= 16 ? 0 : (sz) <= 32 ? 1 : (sz) <= 64 ? 2 : (sz) <= 128 ? 3 \
                       : (sz) <= 256 ? 4 : (sz) <= 512 ? 5 : (sz) <= 768 ? 6 : 7)
 #define S4(i) SMALL_OF((i) * 8), SMALL_OF((i) * 8 + 8), SMALL_OF((i) * 8 + 16), \
@@ -30,6 +32,7 @@ const uint32_t hak_class_span_bytes[HAK_NUM_CLASSES] = {
     MID4(10), MID4(11), MID4(12), MID4(13), MID4(14),
     Q(15), Q(16), Q(17), Q(18), Q(19),
 };
+/* clang-format on */
 
 _Static_assert(sizeof(hak_class_size) / sizeof(hak_class_size[0]) == HAK_NUM_CLASSES, "classes");
 

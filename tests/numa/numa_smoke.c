@@ -35,10 +35,9 @@ static const struct {
     size_t size;
     int count;
 } block_kinds[] = {
-    {8, 256},         {16, 256},        {32, 256},   {64, 256},  {128, 128},
-    {256, 64},        {512, 32},        {1024, 16},  {2 << 10, 16},
-    {16 << 10, 16},   {32 << 10, 8},    {64 << 10, 8}, {256 << 10, 8},
-    {1 << 20, 4},     {4 << 20, 4},
+    {8, 256},      {16, 256},     {32, 256},      {64, 256},     {128, 128},
+    {256, 64},     {512, 32},     {1024, 16},     {2 << 10, 16}, {16 << 10, 16},
+    {32 << 10, 8}, {64 << 10, 8}, {256 << 10, 8}, {1 << 20, 4},  {4 << 20, 4},
 };
 
 enum { KIND_COUNT = sizeof block_kinds / sizeof block_kinds[0] };
@@ -79,7 +78,7 @@ static void mark_cpu(int cpu, void *context)
 
 static int compare_addresses(const void *left, const void *right)
 {
-    uintptr_t a = (uintptr_t)*(void *const *)left, b = (uintptr_t)*(void *const *)right;
+    uintptr_t a = (uintptr_t) * (void *const *)left, b = (uintptr_t) * (void *const *)right;
     return a < b ? -1 : a > b;
 }
 
@@ -240,15 +239,15 @@ static int report(const struct worker *workers, int worker_count, double min_loc
         const struct worker *worker = &workers[w];
         for (int kind = 0; kind < KIND_COUNT; kind++) {
             const struct kind_placement *placement = &worker->kinds[kind];
-            printf("node%-2d %-8s node%-2u ", worker->node, worker->cpulist,
-                   worker->ran_on_node);
+            printf("node%-2d %-8s node%-2u ", worker->node, worker->cpulist, worker->ran_on_node);
             print_size(block_kinds[kind].size);
             printf(" %6d %6ld", block_kinds[kind].count, placement->pages);
             for (int i = 0; i < online_node_count; i++)
                 printf("  %6ld", placement->pages_on_node[online_nodes[i]]);
-            double local = placement->pages == 0 ? 0.0
-                : 100.0 * (double)placement->pages_on_node[worker->node]
-                      / (double)placement->pages;
+            double local = placement->pages == 0
+                               ? 0.0
+                               : 100.0 * (double)placement->pages_on_node[worker->node] /
+                                     (double)placement->pages;
             bool short_of_target = local < min_local_percent;
             short_rows += short_of_target;
             printf("  %5.1f%%%s\n", local, short_of_target ? "  below target" : "");
@@ -273,14 +272,13 @@ static int check(const struct worker *workers, int worker_count, int expected_no
     for (int w = 0; w < worker_count; w++) {
         const struct worker *worker = &workers[w];
         if (worker->error[0] != '\0') {
-            fprintf(stderr, "numa_smoke: thread for node %d: %s\n", worker->node,
-                    worker->error);
+            fprintf(stderr, "numa_smoke: thread for node %d: %s\n", worker->node, worker->error);
             failures++;
             continue;
         }
         if ((int)worker->ran_on_node != worker->node) {
-            fprintf(stderr, "numa_smoke: thread pinned to node %d ran on node %u\n",
-                    worker->node, worker->ran_on_node);
+            fprintf(stderr, "numa_smoke: thread pinned to node %d ran on node %u\n", worker->node,
+                    worker->ran_on_node);
             failures++;
         }
         for (int kind = 0; kind < KIND_COUNT; kind++) {
@@ -297,9 +295,11 @@ static int check(const struct worker *workers, int worker_count, int expected_no
                 continue;
             long elsewhere = placement->pages - placement->pages_on_node[expected_node];
             if (elsewhere > 0) {
-                fprintf(stderr, "numa_smoke: node %d, %zu-byte blocks: %ld of %ld pages not on"
-                        " node %d\n", worker->node, block_kinds[kind].size, elsewhere,
-                        placement->pages, expected_node);
+                fprintf(stderr,
+                        "numa_smoke: node %d, %zu-byte blocks: %ld of %ld pages not on"
+                        " node %d\n",
+                        worker->node, block_kinds[kind].size, elsewhere, placement->pages,
+                        expected_node);
                 failures++;
             }
         }
@@ -344,8 +344,8 @@ int main(int argc, char **argv)
 
     page_size = sysconf(_SC_PAGESIZE);
     char online[256];
-    if (!numa_read_line("/sys/devices/system/node/online", online, sizeof online)
-        || !numa_parse_list(online, MAX_NODES, mark_node, NULL)) {
+    if (!numa_read_line("/sys/devices/system/node/online", online, sizeof online) ||
+        !numa_parse_list(online, MAX_NODES, mark_node, NULL)) {
         fprintf(stderr, "numa_smoke: cannot read the online nodes\n");
         return 1;
     }
@@ -380,7 +380,6 @@ int main(int argc, char **argv)
     fflush(stdout);
     int failures = check(workers, worker_count, (int)expected_node);
     if (short_rows > 0)
-        fprintf(stderr, "numa_smoke: %d rows below %.1f%% local\n", short_rows,
-                min_local_percent);
+        fprintf(stderr, "numa_smoke: %d rows below %.1f%% local\n", short_rows, min_local_percent);
     return failures > 0 || short_rows > 0 ? 1 : 0;
 }

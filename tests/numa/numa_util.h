@@ -162,7 +162,7 @@ static inline bool numa_pin(const struct numa_node *node)
 
 static inline int numa_compare_addresses(const void *left, const void *right)
 {
-    uintptr_t a = (uintptr_t)*(void *const *)left, b = (uintptr_t)*(void *const *)right;
+    uintptr_t a = (uintptr_t) * (void *const *)left, b = (uintptr_t) * (void *const *)right;
     return a < b ? -1 : a > b;
 }
 
@@ -179,8 +179,8 @@ static inline bool numa_count_pages(struct numa_census *census, void *const *blo
         if (blocks[i] != NULL)
             capacity += sizes[i] / page_size + 2;
     size_t scratch_bytes = (capacity + 1) * (sizeof(void *) + sizeof(int));
-    void *scratch = mmap(NULL, scratch_bytes, PROT_READ | PROT_WRITE,
-                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *scratch =
+        mmap(NULL, scratch_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (scratch == MAP_FAILED)
         return false;
     void **pages = scratch;

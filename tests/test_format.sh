@@ -1,0 +1,33 @@
+#!/bin/sh
+# The C sources follow .clang-format: clang-format would change nothing in
+# any of them.  Skipped where clang-format is not installed, or where the
+# tree is not a git checkout (a release tarball has no file list to check).
+set -u
+
+srcdir=${HAKMEM_SRCDIR:-${srcdir:-.}}
+if ! command -v clang-format >/dev/null 2>&1; then
+    echo "SKIP: clang-format is not installed (Debian: apt-get install clang-format)"
+    exit 77
+fi
+if ! git -C "$srcdir" rev-parse --git-dir >/dev/null 2>&1; then
+    echo "SKIP: $srcdir is not a git checkout"
+    exit 77
+fi
+
+files=$(git -C "$srcdir" ls-files '*.c' '*.h' '*.cc')
+if [ -z "$files" ]; then
+    echo "ERROR: no C sources found in $srcdir"
+    exit 99
+fi
+cd "$srcdir" || exit 99
+# shellcheck disable=SC2086
+if ! clang-format --dry-run --Werror $files 2>"${TMPDIR:-/tmp}/test_format.$$"; then
+    echo "FAIL: these files do not follow .clang-format (run clang-format -i on them):"
+    grep -o '^[^:]*:[0-9]*:[0-9]*: error' "${TMPDIR:-/tmp}/test_format.$$" | cut -d: -f1 |
+        sort | uniq -c
+    rm -f "${TMPDIR:-/tmp}/test_format.$$"
+    exit 1
+fi
+rm -f "${TMPDIR:-/tmp}/test_format.$$"
+echo "ok: $(echo "$files" | wc -l) files follow .clang-format"
+exit 0
