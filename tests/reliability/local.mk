@@ -45,7 +45,12 @@ reliability_sanitized_ldadd = tests/reliability/libhakmem_hak_only.a \
 reliability_sanitized_sources = tests/reliability/sanitizer_options.c
 
 # test_oom is left out: it caps the address space, where the sanitizer's
-# shadow memory lives.
+# shadow memory lives.  test_fork is left out too: GCC 12's AddressSanitizer
+# runtime does not take its own allocator's lock around fork, so a child of
+# a parent whose threads are inside the runtime can block on that lock for
+# good (seen about once in 25 runs on a loaded machine, with the child stuck
+# in the runtime, not in hakmem).  test_fork itself, at every hardening
+# level (test_harden_levels.sh), covers hakmem's fork handling.
 reliability_sanitized_tests = \
 	tests/reliability/sanitizer_selftest \
 	tests/reliability/sanitized_test_api \
@@ -53,7 +58,6 @@ reliability_sanitized_tests = \
 	tests/reliability/sanitized_test_threads \
 	tests/reliability/sanitized_test_remote_free \
 	tests/reliability/sanitized_test_thread_churn \
-	tests/reliability/sanitized_test_fork \
 	tests/reliability/sanitized_test_release \
 	tests/reliability/sanitized_larson \
 	tests/reliability/sanitized_teardown_stress
@@ -86,11 +90,6 @@ tests_reliability_sanitized_test_thread_churn_SOURCES = tests/test_thread_churn.
 	$(reliability_sanitized_sources)
 tests_reliability_sanitized_test_thread_churn_CFLAGS = $(reliability_renamed_cflags)
 tests_reliability_sanitized_test_thread_churn_LDADD = $(reliability_sanitized_ldadd)
-
-tests_reliability_sanitized_test_fork_SOURCES = tests/test_fork.c \
-	$(reliability_sanitized_sources)
-tests_reliability_sanitized_test_fork_CFLAGS = $(reliability_renamed_cflags)
-tests_reliability_sanitized_test_fork_LDADD = $(reliability_sanitized_ldadd)
 
 tests_reliability_sanitized_test_release_SOURCES = tests/test_release.c \
 	$(reliability_sanitized_sources)
