@@ -81,17 +81,12 @@ bool hak_slab_extend(struct hak_slab *slab)
     uint32_t size = slab->block_size;
     if (block + size > slab->end)
         return false;
-    /* Sixteen blocks, within one to four pages and at least one block:
-     * carving writes each block's first word, so a bigger batch would fault
-     * in pages nobody asked for (a compiler's first 8 KiB malloc touched 32
-     * pages when big blocks were carved sixteen at a time). */
-    size_t batch = 16 * (size_t)size;
-    if (batch > 4 * HAK_PAGE_SIZE)
-        batch = 4 * HAK_PAGE_SIZE;
-    if (batch < HAK_PAGE_SIZE)
-        batch = HAK_PAGE_SIZE;
-    if (batch < size)
-        batch = size;
+    /* A page's worth, and at least one block: carving writes each block's
+     * first word, so a bigger batch would fault in pages nobody asked for
+     * (a compiler's first 8 KiB malloc touched 32 pages when big blocks
+     * were carved sixteen at a time, and most short processes take one or
+     * two blocks of each Mid class they use). */
+    size_t batch = size > HAK_PAGE_SIZE ? size : HAK_PAGE_SIZE;
     char *limit = (size_t)(slab->end - block) < batch ? slab->end : block + batch;
     void *head = slab->free;
     char *last = block;
