@@ -168,15 +168,14 @@ static void test_carve_class(unsigned cls)
         extends++;
         size_t advance = (size_t)(slab->carve - before);
         size_t left = (size_t)(slab->end - before);
-        size_t sixteen_blocks = 16 * (size_t)size;
-        /* At least a page or sixteen blocks (or all that is left), so that
-         * refills do not come back for every block; at most the bigger of
-         * the two, so that pages are touched as they are needed. */
-        size_t least = sixteen_blocks < HAK_PAGE_SIZE ? sixteen_blocks : HAK_PAGE_SIZE;
-        size_t most = sixteen_blocks > HAK_PAGE_SIZE ? sixteen_blocks : HAK_PAGE_SIZE;
+        /* The blocks that fit in a page, at least one (or all that is
+         * left), so that refills do not come back for every small block;
+         * no more, so that pages are touched as they are needed. */
+        size_t page_worth = size > HAK_PAGE_SIZE ? size : HAK_PAGE_SIZE / size * size;
+        size_t most = size > HAK_PAGE_SIZE ? size : HAK_PAGE_SIZE;
         CHECK(advance % size == 0 && advance > 0, "class %u: carve moved by %zu bytes", cls,
               advance);
-        CHECK(advance >= (left < least ? left : least),
+        CHECK(advance >= (left < page_worth ? left : page_worth),
               "class %u: extend carved only %zu of %zu bytes left", cls, advance, left);
         CHECK(advance <= most, "class %u: extend carved %zu bytes at once, not progressive", cls,
               advance);
