@@ -23,6 +23,7 @@ src_libhakmem_la_SOURCES = \
 	src/arena/page_map.c src/arena/page_map.h \
 	src/arena/shared_pool.c src/arena/shared_pool.h \
 	src/arena/slab.c src/arena/slab.h \
+	src/arena/span_bins.h \
 	src/arena/superslab.c src/arena/superslab.h \
 	src/arena/node_block.c src/arena/node_block.h \
 	src/numa/affinity.c \

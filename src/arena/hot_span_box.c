@@ -5,18 +5,17 @@
 #include "../stats.h"
 #include "meta.h"
 #include "page_arena.h"
+#include "span_bins.h"
 
 /* Neighbouring hot spans merge, up to a whole chunk. */
 #define MAX_HOT_PAGES HAK_ARENA_USABLE_PAGES
-#define BITMAP_WORDS ((MAX_HOT_PAGES + 64) / 64)
 
 struct hot_span_box {
     pthread_mutex_t lock;
     size_t bytes;
     struct hak_slab *oldest; /* age order, through age_next/age_prev */
     struct hak_slab *newest;
-    uint64_t nonempty[BITMAP_WORDS];              /* bit n: by_pages[n] has a span */
-    struct hak_slab *by_pages[MAX_HOT_PAGES + 1]; /* LIFO: the hottest first */
+    struct hak_span_bins bins; /* the hottest of a length first */
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
 static struct hot_span_box boxes[HAK_MAX_NODES] = {
@@ -33,38 +32,6 @@ static struct hak_slab **page_entry(const struct hak_slab *span, uint32_t page)
     return &((struct hak_chunk *)span->chunk)->page_slab[page];
 }
 
-/* Points pages [first, first + count) of span's chunk at span. */
-static void map_pages(struct hak_slab *span, uint32_t first, uint32_t count)
-{
-    for (uint32_t p = first; p < first + count; p++)
-        *page_entry(span, p) = span;
-}
-
-static void bin_insert(struct hot_span_box *box, struct hak_slab *span)
-{
-    uint32_t n = span->pages;
-    span->prev = NULL;
-    span->next = box->by_pages[n];
-    if (span->next)
-        span->next->prev = span;
-    box->by_pages[n] = span;
-    box->nonempty[n / 64] |= 1ull << (n % 64);
-}
-
-static void bin_remove(struct hot_span_box *box, struct hak_slab *span)
-{
-    uint32_t n = span->pages;
-    if (span->prev)
-        span->prev->next = span->next;
-    else
-        box->by_pages[n] = span->next;
-    if (span->next)
-        span->next->prev = span->prev;
-    if (!box->by_pages[n])
-        box->nonempty[n / 64] &= ~(1ull << (n % 64));
-    span->next = span->prev = NULL;
-}
-
 static void age_append(struct hot_span_box *box, struct hak_slab *span)
 {
     span->age_next = NULL;
@@ -78,7 +45,7 @@ static void age_append(struct hot_span_box *box, struct hak_slab *span)
 
 static void unlink_span(struct hot_span_box *box, struct hak_slab *span)
 {
-    bin_remove(box, span);
+    hak_span_bins_remove(&box->bins, span);
     if (span->age_prev)
         span->age_prev->age_next = span->age_next;
     else
@@ -89,19 +56,6 @@ static void unlink_span(struct hot_span_box *box, struct hak_slab *span)
         box->newest = span->age_prev;
     span->age_next = span->age_prev = NULL;
     box->bytes -= span_bytes(span);
-}
-
-/* The smallest hot span of at least pages pages, the hottest of its length. */
-static struct hak_slab *best_fit(struct hot_span_box *box, uint32_t pages)
-{
-    unsigned word = pages / 64;
-    uint64_t bits = box->nonempty[word] & (~0ull << (pages % 64));
-    while (!bits) {
-        if (++word == BITMAP_WORDS)
-            return NULL;
-        bits = box->nonempty[word];
-    }
-    return box->by_pages[word * 64 + (unsigned)__builtin_ctzll(bits)];
 }
 
 /* Unlinks what is over budget or too old; the caller decommits it unlocked.
@@ -180,7 +134,7 @@ static void release(struct hak_slab *evicted)
 static struct hak_slab *split_head(struct hot_span_box *box, struct hak_slab *span,
                                    struct hak_slab *desc, uint32_t pages)
 {
-    bin_remove(box, span);
+    hak_span_bins_remove(&box->bins, span);
     desc->chunk = span->chunk;
     desc->node = span->node;
     desc->free_node = HAK_NO_NODE;
@@ -193,9 +147,9 @@ static struct hak_slab *split_head(struct hot_span_box *box, struct hak_slab *sp
     span->first_page += pages;
     span->pages -= pages;
     span->start += (size_t)pages * HAK_PAGE_SIZE;
-    bin_insert(box, span);
+    hak_span_bins_insert(&box->bins, span);
     box->bytes -= span_bytes(desc);
-    map_pages(desc, desc->first_page, pages);
+    hak_span_map_pages(desc, desc->first_page, pages);
     return desc;
 }
 
@@ -206,7 +160,7 @@ struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages)
         return NULL;
     uint64_t now = hak_os_now_ms();
     pthread_mutex_lock(&box->lock);
-    struct hak_slab *span = best_fit(box, pages);
+    struct hak_slab *span = hak_span_bins_fit(&box->bins, pages);
     if (span && span->pages > pages) {
         /* Under the lock (meta's comes after it): a span taken meanwhile
          * would leave us nothing to split. */
@@ -245,7 +199,7 @@ static struct hak_slab *coalesce(struct hot_span_box *box, struct hak_slab *span
     struct hak_slab *before = hot_neighbour(span, span->first_page - 1);
     if (before) {
         unlink_span(box, before);
-        map_pages(before, span->first_page, span->pages);
+        hak_span_map_pages(before, span->first_page, span->pages);
         /* Resident pages past an untouched gap would be counted as fresh
          * later: the telemetry errs towards first touches. */
         if (before->touched_pages == before->pages)
@@ -257,7 +211,7 @@ static struct hak_slab *coalesce(struct hot_span_box *box, struct hak_slab *span
     struct hak_slab *after = hot_neighbour(span, span->first_page + span->pages);
     if (after) {
         unlink_span(box, after);
-        map_pages(span, after->first_page, after->pages);
+        hak_span_map_pages(span, after->first_page, after->pages);
         if (span->touched_pages == span->pages)
             span->touched_pages += after->touched_pages;
         span->pages += after->pages;
@@ -285,11 +239,11 @@ void hak_hot_span_put(struct hak_slab *span)
     /* While it served blocks its pages mapped to the slab, to sentinels
      * (not carved yet, inside a block) or both; neighbours find a hot span
      * by any of its pages. */
-    map_pages(span, span->first_page, span->pages);
+    hak_span_map_pages(span, span->first_page, span->pages);
     span = coalesce(box, span, drop);
     span->kind = HAK_SLAB_HOT_SPAN;
     span->freed_ms = now;
-    bin_insert(box, span);
+    hak_span_bins_insert(&box->bins, span);
     age_append(box, span);
     box->bytes += span_bytes(span);
     struct hak_slab *evicted = collect_evictions(box, now);

@@ -7,8 +7,8 @@
 #include "../stats.h"
 #include "meta.h"
 #include "page_map.h"
+#include "span_bins.h"
 
-#define BITMAP_WORDS ((HAK_ARENA_PAGES + 63) / 64)
 /* Wholly free chunks an arena keeps mapped; more go back to the OS. */
 #define KEEP_FREE_CHUNKS 1
 /* Chunks created before huge pages are asked for (HAKMEM_HUGE_PAGES). */
@@ -17,8 +17,7 @@
 struct page_arena {
     pthread_mutex_t lock;
     uint32_t free_chunks;
-    uint64_t nonempty[BITMAP_WORDS];        /* bit n: bins[n] has a span */
-    struct hak_slab *bins[HAK_ARENA_PAGES]; /* free spans by exact length */
+    struct hak_span_bins bins; /* free spans */
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
 static struct page_arena arenas[HAK_MAX_NODES] = {
@@ -34,51 +33,21 @@ static struct hak_arena_chunk *chunk_of(const struct hak_slab *span)
 static void map_pages(struct hak_slab *span)
 {
     span->free_node = HAK_NO_NODE;
-    struct hak_arena_chunk *chunk = chunk_of(span);
-    for (uint32_t p = 0; p < span->pages; p++)
-        chunk->page_slab[span->first_page + p] = span;
+    hak_span_map_pages(span, span->first_page, span->pages);
 }
 
 static void bin_insert(struct page_arena *arena, struct hak_slab *span)
 {
-    uint32_t n = span->pages;
     span->kind = HAK_SLAB_FREE_SPAN;
-    span->prev = NULL;
-    span->next = arena->bins[n];
-    if (span->next)
-        span->next->prev = span;
-    arena->bins[n] = span;
-    arena->nonempty[n / 64] |= 1ull << (n % 64);
+    hak_span_bins_insert(&arena->bins, span);
 }
 
 static void bin_remove(struct page_arena *arena, struct hak_slab *span)
 {
-    uint32_t n = span->pages;
-    if (span->prev)
-        span->prev->next = span->next;
-    else
-        arena->bins[n] = span->next;
-    if (span->next)
-        span->next->prev = span->prev;
-    if (!arena->bins[n])
-        arena->nonempty[n / 64] &= ~(1ull << (n % 64));
-    span->next = span->prev = NULL;
+    hak_span_bins_remove(&arena->bins, span);
     /* Under the lock: a thread freeing a neighbour looks at this to decide
      * whether to merge with it, before the span's new owner gets to it. */
     span->kind = HAK_SLAB_INVALID;
-}
-
-/* The smallest free span of at least pages pages. */
-static struct hak_slab *best_fit(struct page_arena *arena, uint32_t pages)
-{
-    unsigned word = pages / 64;
-    uint64_t bits = arena->nonempty[word] & (~0ull << (pages % 64));
-    while (!bits) {
-        if (++word == BITMAP_WORDS)
-            return NULL;
-        bits = arena->nonempty[word];
-    }
-    return arena->bins[word * 64 + (unsigned)__builtin_ctzll(bits)];
 }
 
 static struct hak_slab *new_chunk(unsigned node)
@@ -145,7 +114,7 @@ struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
 {
     struct page_arena *arena = &arenas[node];
     pthread_mutex_lock(&arena->lock);
-    struct hak_slab *span = best_fit(arena, pages);
+    struct hak_slab *span = hak_span_bins_fit(&arena->bins, pages);
     if (span) {
         bin_remove(arena, span);
         if (span->pages == HAK_ARENA_USABLE_PAGES)

@@ -1,0 +1,67 @@
+/* Spans of an arena chunk filed by exact length, with a bitmap of the
+ * lengths present, so that the shortest span of at least n pages is found
+ * in a few word scans: the PageArena keeps its free spans so, the
+ * HotSpanBox its hot ones.  The caller holds the lock that guards them. */
+#ifndef HAK_SPAN_BINS_H
+#define HAK_SPAN_BINS_H
+
+#include "../internal.h"
+
+#define HAK_SPAN_BIN_WORDS (HAK_ARENA_PAGES / 64)
+
+struct hak_span_bins {
+    uint64_t nonempty[HAK_SPAN_BIN_WORDS];      /* bit n: by_pages[n] has a span */
+    struct hak_slab *by_pages[HAK_ARENA_PAGES]; /* LIFO: the latest put first */
+};
+
+static inline void hak_span_bins_insert(struct hak_span_bins *bins, struct hak_slab *span)
+{
+    uint32_t n = span->pages;
+    span->prev = NULL;
+    span->next = bins->by_pages[n];
+    if (span->next)
+        span->next->prev = span;
+    bins->by_pages[n] = span;
+    bins->nonempty[n / 64] |= 1ull << (n % 64);
+}
+
+static inline void hak_span_bins_remove(struct hak_span_bins *bins, struct hak_slab *span)
+{
+    uint32_t n = span->pages;
+    if (span->prev)
+        span->prev->next = span->next;
+    else
+        bins->by_pages[n] = span->next;
+    if (span->next)
+        span->next->prev = span->prev;
+    if (!bins->by_pages[n])
+        bins->nonempty[n / 64] &= ~(1ull << (n % 64));
+    span->next = span->prev = NULL;
+}
+
+/* The shortest span of at least pages pages, the latest put of its length;
+ * NULL when there is none. */
+static inline struct hak_slab *hak_span_bins_fit(const struct hak_span_bins *bins, uint32_t pages)
+{
+    unsigned word = pages / 64;
+    if (word >= HAK_SPAN_BIN_WORDS)
+        return NULL;
+    uint64_t bits = bins->nonempty[word] & (~0ull << (pages % 64));
+    while (!bits) {
+        if (++word == HAK_SPAN_BIN_WORDS)
+            return NULL;
+        bits = bins->nonempty[word];
+    }
+    return bins->by_pages[word * 64 + (unsigned)__builtin_ctzll(bits)];
+}
+
+/* Points pages [first, first + count) of span's chunk at span, so that a
+ * free there, or a neighbour looking for it, finds it. */
+static inline void hak_span_map_pages(struct hak_slab *span, uint32_t first, uint32_t count)
+{
+    struct hak_chunk *chunk = (struct hak_chunk *)span->chunk;
+    for (uint32_t p = first; p < first + count; p++)
+        chunk->page_slab[p] = span;
+}
+
+#endif
