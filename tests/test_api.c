@@ -662,6 +662,20 @@ static const struct size_tier mixed_sizes[] = {
     {10, MiB + 1, 2 * MiB},
 };
 
+/* A block of a size drawn from the mix, written over its whole usable
+ * size with the pattern of key. */
+static char *fill_whole_block(const struct api *api, uint64_t *rng, size_t *usable, uint64_t key)
+{
+    size_t size = TIERED_SIZE(rng, mixed_sizes);
+    char *block = api->malloc(size);
+    if (block == NULL) {
+        hard_error("%smalloc(%zu) failed", api->prefix, size);
+    }
+    *usable = api->usable_size(block);
+    fill_pattern(block, *usable, key);
+    return block;
+}
+
 static void test_neighbours(const struct api *api)
 {
     enum { COUNT = 2000 };
@@ -670,14 +684,7 @@ static void test_neighbours(const struct api *api)
     uint64_t rng = 42;
 
     for (int i = 0; i < COUNT; i++) {
-        size_t size = TIERED_SIZE(&rng, mixed_sizes);
-
-        blocks[i] = api->malloc(size);
-        if (blocks[i] == NULL) {
-            hard_error("%smalloc(%zu) failed", api->prefix, size);
-        }
-        usable[i] = api->usable_size(blocks[i]);
-        fill_pattern(blocks[i], usable[i], (uint64_t)i);
+        blocks[i] = fill_whole_block(api, &rng, &usable[i], (uint64_t)i);
     }
     for (int round = 0; round < 3; round++) {
         for (int i = 0; i < COUNT; i++) {
@@ -693,13 +700,7 @@ static void test_neighbours(const struct api *api)
                 continue;
             }
             api->free(blocks[i]);
-            size_t size = TIERED_SIZE(&rng, mixed_sizes);
-            blocks[i] = api->malloc(size);
-            if (blocks[i] == NULL) {
-                hard_error("%smalloc(%zu) failed", api->prefix, size);
-            }
-            usable[i] = api->usable_size(blocks[i]);
-            fill_pattern(blocks[i], usable[i], (uint64_t)i);
+            blocks[i] = fill_whole_block(api, &rng, &usable[i], (uint64_t)i);
         }
     }
     for (int i = 0; i < COUNT; i++) {
