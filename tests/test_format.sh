@@ -1,12 +1,19 @@
 #!/bin/sh
 # The C sources follow .clang-format: clang-format would change nothing in
-# any of them.  Skipped where clang-format is not installed, or where the
-# tree is not a git checkout (a release tarball has no file list to check).
+# any of them.  The style is that of clang-format 14 (Debian 12's, which
+# tools/quickstart installs); other versions format some constructs
+# differently, so the test is skipped with them, without clang-format, and
+# where the tree is not a git checkout (a release tarball has no file list).
 set -u
 
 srcdir=${HAKMEM_SRCDIR:-${srcdir:-.}}
 if ! command -v clang-format >/dev/null 2>&1; then
     echo "SKIP: clang-format is not installed (Debian: apt-get install clang-format)"
+    exit 77
+fi
+version=$(clang-format --version | sed -n 's/.*version \([0-9]*\)\..*/\1/p')
+if [ "$version" != 14 ]; then
+    echo "SKIP: clang-format ${version:-of unknown version} is not version 14, whose style .clang-format pins"
     exit 77
 fi
 if ! git -C "$srcdir" rev-parse --git-dir >/dev/null 2>&1; then

@@ -192,7 +192,9 @@ static struct hak_slab *hot_neighbour(struct hak_slab *span, uint32_t page)
 }
 
 /* Merges the hot neighbours of span into one span, out of the box;
- * descriptors left over go to drop. */
+ * descriptors left over go to drop.  The merged span is as young as span:
+ * an old neighbour's pages stay resident while spans next to them keep
+ * being freed, which the byte budget still bounds. */
 static struct hak_slab *coalesce(struct hot_span_box *box, struct hak_slab *span,
                                  struct hak_slab *drop[2])
 {

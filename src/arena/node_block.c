@@ -7,6 +7,7 @@
 #include "hot_span_box.h"
 #include "page_arena.h"
 #include "slab.h"
+#include "span_bins.h"
 
 /* Checked mode: room for the canary's record; level 2: a guard page after. */
 void *hak_node_block_alloc(size_t size, unsigned node)
@@ -26,9 +27,7 @@ void *hak_node_block_alloc(size_t size, unsigned node)
     span->capacity = 1;
     span->end = span->start + span->block_size;
     /* The page table may still describe the span's last use (arena/slab.c). */
-    struct hak_chunk *chunk = (struct hak_chunk *)span->chunk;
-    for (uint32_t p = 0; p < span->pages; p++)
-        chunk->page_slab[span->first_page + p] = span;
+    hak_span_map_pages(span, span->first_page, span->pages);
     if (hak_harden.guard_bytes)
         hak_os_guard(span->end, hak_harden.guard_bytes);
     if (hak_harden.checked) {

@@ -2,6 +2,7 @@
 
 #include "../arena/meta.h"
 
+/* With its two counters the quarantine fills one 4 KiB metadata record. */
 #define QUARANTINE_BLOCKS 511
 
 struct hak_quarantine {
@@ -9,6 +10,8 @@ struct hak_quarantine {
     uint32_t count;
     void *blocks[QUARANTINE_BLOCKS];
 };
+
+_Static_assert(sizeof(struct hak_quarantine) == 4096, "one page of metadata");
 
 struct hak_quarantine *hak_quarantine_create(void)
 {

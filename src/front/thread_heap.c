@@ -227,7 +227,10 @@ void hak_heap_free_invalid(struct hak_slab *slab, void *block)
     if (hak_block_tagged_free(block))
         hak_fatal_double_free(block, slab->cls);
     check_block(slab, block);
-    hak_fatal("free of a misaligned pointer:", block); /* check_block refuses it first */
+    /* The fast path sends a block here for its alignment or its tag, and
+     * check_block refuses every misaligned pointer; kept for safety should
+     * the two ever disagree. */
+    hak_fatal("free of a misaligned pointer:", block);
 }
 
 /* ---- slow paths ---- */
@@ -256,12 +259,15 @@ static uint32_t full_batch(uint32_t limit, unsigned cls)
     return batch < by_bytes ? batch : by_bytes;
 }
 
-/* A page's worth at first, doubling with every refill up to the full batch:
- * most processes are short and allocate a few blocks of a class, and should
- * not fault in pages of blocks they never use (issue 8). */
+/* A page's worth at first (one block of a bigger class), doubling with
+ * every refill up to the full batch: most processes are short and allocate
+ * a few blocks of a class, and should not fault in pages of blocks they
+ * never use (issue 8). */
 static uint32_t first_batch(uint32_t limit, unsigned cls)
 {
     uint32_t by_page = HAK_PAGE_SIZE / hak_class_size[cls];
+    if (by_page == 0)
+        by_page = 1;
     uint32_t full = full_batch(limit, cls);
     return by_page < full ? by_page : full;
 }
@@ -271,13 +277,8 @@ static uint32_t first_batch(uint32_t limit, unsigned cls)
 #define DISCOVERY_BYTES (8u << 20)
 static atomic_bool topology_checked;
 
-static void maybe_discover_topology(void)
+static void discover_topology(void)
 {
-    uint64_t mapped =
-        atomic_load_explicit(&hak_stat_counters[HAK_STAT_MAPPED_BYTES], memory_order_relaxed) -
-        atomic_load_explicit(&hak_stat_counters[HAK_STAT_UNMAPPED_BYTES], memory_order_relaxed);
-    if (atomic_load_explicit(&registry.count, memory_order_relaxed) < 2 && mapped < DISCOVERY_BYTES)
-        return;
     /* Waits while another thread discovers: set the flag only after, and
      * not from hwloc's own allocations in the middle of it, or other threads
      * would stop waiting and take node-0 memory. */
@@ -285,6 +286,16 @@ static void maybe_discover_topology(void)
     hak_numa_place_early_memory();
     if (hak_numa_discovery_settled())
         atomic_store_explicit(&topology_checked, true, memory_order_relaxed);
+}
+
+static void maybe_discover_topology(void)
+{
+    uint64_t mapped =
+        atomic_load_explicit(&hak_stat_counters[HAK_STAT_MAPPED_BYTES], memory_order_relaxed) -
+        atomic_load_explicit(&hak_stat_counters[HAK_STAT_UNMAPPED_BYTES], memory_order_relaxed);
+    if (atomic_load_explicit(&registry.count, memory_order_relaxed) < 2 && mapped < DISCOVERY_BYTES)
+        return;
+    discover_topology();
 }
 
 static void move_to_node(struct hak_heap *heap, unsigned node);
@@ -621,6 +632,10 @@ void hak_heap_follow_thread_node(void)
     struct hak_heap *heap = hak_tls.heap;
     if (heap == &hak_empty_heap)
         return;
+    /* A thread that pins itself cares where its memory is, however young
+     * the process. */
+    if (!atomic_load_explicit(&topology_checked, memory_order_relaxed))
+        discover_topology();
     unsigned node = hak_numa_thread_node();
     if (node != heap->node)
         move_to_node(heap, node);

@@ -10,6 +10,7 @@
 #if HAKMEM_HAVE_NUMA
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
@@ -20,15 +21,29 @@
 typedef int sched_setaffinity_fn(pid_t, size_t, const cpu_set_t *);
 typedef int pthread_setaffinity_np_fn(pthread_t, size_t, const cpu_set_t *);
 
-/* The C library's own, looked up on first use (never from inside malloc). */
-static sched_setaffinity_fn *next_sched_setaffinity;
-static pthread_setaffinity_np_fn *next_pthread_setaffinity_np;
+/* The C library's own, looked up on first use (never from inside malloc);
+ * any thread may be first, and they all find the same. */
+static void *next_function(void **cache, const char *name)
+{
+    void *function = __atomic_load_n(cache, __ATOMIC_RELAXED);
+    if (!function) {
+        function = dlsym(RTLD_NEXT, name);
+        __atomic_store_n(cache, function, __ATOMIC_RELAXED);
+    }
+    return function;
+}
+
+static void *next_sched_setaffinity;
+static void *next_pthread_setaffinity_np;
 
 HAK_API int sched_setaffinity(pid_t pid, size_t size, const cpu_set_t *mask)
 {
-    if (!next_sched_setaffinity)
-        next_sched_setaffinity = (sched_setaffinity_fn *)dlsym(RTLD_NEXT, "sched_setaffinity");
-    int status = next_sched_setaffinity(pid, size, mask);
+    sched_setaffinity_fn *next = next_function(&next_sched_setaffinity, "sched_setaffinity");
+    if (!next) {
+        errno = ENOSYS;
+        return -1;
+    }
+    int status = next(pid, size, mask);
     if (status == 0 && (pid == 0 || pid == gettid()))
         hak_heap_follow_thread_node();
     return status;
@@ -36,10 +51,11 @@ HAK_API int sched_setaffinity(pid_t pid, size_t size, const cpu_set_t *mask)
 
 HAK_API int pthread_setaffinity_np(pthread_t thread, size_t size, const cpu_set_t *mask)
 {
-    if (!next_pthread_setaffinity_np)
-        next_pthread_setaffinity_np =
-            (pthread_setaffinity_np_fn *)dlsym(RTLD_NEXT, "pthread_setaffinity_np");
-    int status = next_pthread_setaffinity_np(thread, size, mask);
+    pthread_setaffinity_np_fn *next =
+        next_function(&next_pthread_setaffinity_np, "pthread_setaffinity_np");
+    if (!next)
+        return ENOSYS;
+    int status = next(thread, size, mask);
     if (status == 0 && pthread_equal(thread, pthread_self()))
         hak_heap_follow_thread_node();
     return status;

@@ -14,7 +14,8 @@ UNIT_TESTS = \
 	tests/unit/test_slab \
 	tests/unit/test_page_map \
 	tests/unit/test_page_arena \
-	tests/unit/test_remote
+	tests/unit/test_remote \
+	tests/unit/test_refill
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 
@@ -46,3 +47,8 @@ tests_unit_test_remote_SOURCES = tests/unit/test_remote.c tests/unit/unit.h
 tests_unit_test_remote_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_remote_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_remote_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_refill_SOURCES = tests/unit/test_refill.c tests/unit/unit.h
+tests_unit_test_refill_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_refill_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_refill_LDADD = $(UNIT_LDADD)

@@ -1,0 +1,70 @@
+/* How much a thread's cache takes from its slabs at a refill: a page's
+ * worth of blocks at first (one block of a class bigger than a page), so
+ * that a short process does not touch pages it never uses, doubling with
+ * every refill up to the full batch, so that a busy class refills rarely. */
+#include <stdlib.h>
+
+#include "front/size_class.h"
+#include "front/thread_heap.h"
+#include "unit.h"
+
+enum { ROUNDS = 3, BLOCKS = 60 };
+
+static uint32_t cached(unsigned cls)
+{
+    struct hak_heap *heap = hak_tls.heap;
+    return heap->limit[cls] - heap->room[cls];
+}
+
+static void check_class(size_t size)
+{
+    unsigned cls = hak_class_of(size);
+    char name[4];
+    hak_class_name(cls, name);
+    uint32_t block = hak_class_size[cls];
+    uint32_t page_worth = block >= HAK_PAGE_SIZE ? 1 : (uint32_t)(HAK_PAGE_SIZE / block);
+
+    void *first = malloc(size);
+    if (!first)
+        hard_error("malloc(%zu) failed", size);
+    CHECK(cached(cls) <= page_worth,
+          "%s: the first refill cached %u blocks, more than the %u of a page's worth", name,
+          cached(cls), page_worth);
+    /* Blocks over 32 KiB come one at a time: a refill writes to every
+     * block it caches. */
+    CHECK(cached(cls) > 0 || block > 32768,
+          "%s: the first refill cached nothing: every malloc would refill", name);
+    free(first);
+
+    struct hak_class_stats before[HAK_NUM_CLASSES] = {0}, after[HAK_NUM_CLASSES] = {0};
+    hak_heap_sum_stats(before);
+    static void *blocks[BLOCKS];
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < BLOCKS; i++)
+            if (!(blocks[i] = malloc(size)))
+                hard_error("malloc(%zu) failed", size);
+        for (int i = 0; i < BLOCKS; i++)
+            free(blocks[i]);
+    }
+    hak_heap_sum_stats(after);
+    uint64_t allocs = after[cls].allocs - before[cls].allocs;
+    uint64_t refills = after[cls].refills - before[cls].refills;
+    /* With the full batch (half the cache, at most 32 KiB) and the frees
+     * refilling the cache, a quarter of the mallocs is a generous bound. */
+    uint32_t limit = hak_tls.heap->limit[cls];
+    if (limit >= 4 && block <= 8192)
+        CHECK(refills * 4 <= allocs, "%s: %llu refills for %llu mallocs of %zu B", name,
+              (unsigned long long)refills, (unsigned long long)allocs, size);
+    printf("  %-4s %6u B: first refill cached %u, then %llu refills for %llu mallocs\n", name,
+           block, page_worth < cached(cls) ? page_worth : cached(cls), (unsigned long long)refills,
+           (unsigned long long)allocs);
+}
+
+int main(void)
+{
+    unit_watchdog();
+    static const size_t sizes[] = {16, 100, 768, 1024, 3000, 8192, 16384, 32768, 100000};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+        check_class(sizes[i]);
+    return test_result("test_refill");
+}
