@@ -159,7 +159,7 @@ void hak_options_print(int fd)
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         const struct option *opt = &table[i];
         hak_print_str(&out, "  ");
-        hak_print_padded(&out, opt->name, 20);
+        hak_print_padded(&out, opt->name, 24);
         switch (opt->type) {
         case OPT_BOOL:
             hak_print_u64(&out, *(bool *)opt->value, 12);
