@@ -23,13 +23,23 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/test_compare.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 
 export HAKMEM_BUILD_DIR="$builddir"
-if ! "$tool" --quick --runs 1 --bench random_mixed --alloc "glibc,hakmem,$missing" \
-        --out "$out/results" >"$out/stdout" 2>"$out/stderr"; then
-    echo "FAIL: hakmem-compare exited with status $?"
-    cat "$out/stderr"
-    exit 1
-fi
-cat "$out/stdout"
+
+# run_tool ARGS...: runs hakmem-compare, showing its table; a failure fails
+# the test with the tool's stderr.
+run_tool()
+{
+    "$tool" "$@" >"$out/stdout" 2>"$out/stderr"
+    status=$?
+    if [ "$status" -ne 0 ]; then
+        echo "FAIL: hakmem-compare $* exited with status $status"
+        cat "$out/stderr"
+        exit 1
+    fi
+    cat "$out/stdout"
+}
+
+run_tool --quick --runs 1 --bench random_mixed --alloc "glibc,hakmem,$missing" \
+    --out "$out/results"
 
 python3 - "$out" "$missing" "$builddir/src/.libs/libhakmem.so" <<'PYTHON'
 import csv
@@ -104,14 +114,10 @@ instructions=
 if command -v valgrind >/dev/null 2>&1; then
     instructions=--instructions
 fi
-if ! "$tool" --quick --runs 1 --bench fixed_size $instructions \
-        --alloc "hakmem,h0=hakmem:HAKMEM_HARDEN=0,hakmem:HAKMEM_HARDEN=2,bad=hakmem:2" \
-        --out "$out/levels" >"$out/stdout" 2>"$out/stderr"; then
-    echo "FAIL: hakmem-compare with settings exited with status $?"
-    cat "$out/stderr"
-    exit 1
-fi
-cat "$out/stdout"
+# shellcheck disable=SC2086
+run_tool --quick --runs 1 --bench fixed_size $instructions \
+    --alloc "hakmem,h0=hakmem:HAKMEM_HARDEN=0,hakmem:HAKMEM_HARDEN=2,bad=hakmem:2" \
+    --out "$out/levels"
 python3 - "$out/levels/results.json" "$out/stderr" "$instructions" <<'PYTHON'
 import json
 import sys
