@@ -27,11 +27,6 @@ static size_t span_bytes(const struct hak_slab *span)
     return (size_t)span->pages * HAK_PAGE_SIZE;
 }
 
-static struct hak_slab **page_entry(const struct hak_slab *span, uint32_t page)
-{
-    return &((struct hak_chunk *)span->chunk)->page_slab[page];
-}
-
 static void age_append(struct hot_span_box *box, struct hak_slab *span)
 {
     span->age_next = NULL;
@@ -187,8 +182,19 @@ static struct hak_slab *hot_neighbour(struct hak_slab *span, uint32_t page)
 {
     if (page < HAK_ARENA_HEADER_PAGES || page >= HAK_ARENA_PAGES)
         return NULL;
-    struct hak_slab *other = *page_entry(span, page);
+    struct hak_slab *other = ((struct hak_chunk *)span->chunk)->page_slab[page];
     return other->kind == HAK_SLAB_HOT_SPAN ? other : NULL;
+}
+
+/* span grows over next, the span right after it. */
+static void absorb(struct hak_slab *span, const struct hak_slab *next)
+{
+    hak_span_map_pages(span, next->first_page, next->pages);
+    /* Resident pages past an untouched gap would be counted as fresh later:
+     * the telemetry errs towards first touches. */
+    if (span->touched_pages == span->pages)
+        span->touched_pages += next->touched_pages;
+    span->pages += next->pages;
 }
 
 /* Merges the hot neighbours of span into one span, out of the box;
@@ -201,22 +207,14 @@ static struct hak_slab *coalesce(struct hot_span_box *box, struct hak_slab *span
     struct hak_slab *before = hot_neighbour(span, span->first_page - 1);
     if (before) {
         unlink_span(box, before);
-        hak_span_map_pages(before, span->first_page, span->pages);
-        /* Resident pages past an untouched gap would be counted as fresh
-         * later: the telemetry errs towards first touches. */
-        if (before->touched_pages == before->pages)
-            before->touched_pages += span->touched_pages;
-        before->pages += span->pages;
+        absorb(before, span);
         drop[0] = span;
         span = before;
     }
     struct hak_slab *after = hot_neighbour(span, span->first_page + span->pages);
     if (after) {
         unlink_span(box, after);
-        hak_span_map_pages(span, after->first_page, after->pages);
-        if (span->touched_pages == span->pages)
-            span->touched_pages += after->touched_pages;
-        span->pages += after->pages;
+        absorb(span, after);
         drop[1] = after;
     }
     return span;

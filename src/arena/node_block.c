@@ -40,10 +40,15 @@ void *hak_node_block_alloc(size_t size, unsigned node)
     return span->start;
 }
 
-size_t hak_node_block_requested(struct hak_slab *span, void *ptr)
+static void check_start(const struct hak_slab *span, const void *ptr)
 {
     if (ptr != span->start)
         hak_fatal_note("free of a pointer inside a block:", ptr, "node block");
+}
+
+size_t hak_node_block_requested(struct hak_slab *span, void *ptr)
+{
+    check_start(span, ptr);
     return hak_canary_check(ptr, span->block_size, "node block");
 }
 
@@ -51,8 +56,8 @@ void hak_node_block_free(struct hak_slab *span, void *ptr)
 {
     if (hak_harden.checked)
         hak_node_block_requested(span, ptr);
-    else if (ptr != span->start)
-        hak_fatal_note("free of a pointer inside a block:", ptr, "node block");
+    else
+        check_start(span, ptr);
     if (hak_harden.guard_bytes)
         hak_os_unguard(span->end, hak_harden.guard_bytes);
     hak_hot_span_put(span);

@@ -432,6 +432,12 @@ void *hak_heap_refill(struct hak_heap *heap, unsigned cls, size_t size)
     return block;
 }
 
+/* The slab of a block hakmem handed out. */
+static struct hak_slab *slab_of(void *block)
+{
+    return hak_chunk_slab(hak_page_map_lookup(block), block);
+}
+
 /* Blocks of slabs other heaps own go back in chains, one atomic push per
  * run of blocks from the same slab (a consumer thread's frees come in such
  * runs). */
@@ -442,7 +448,7 @@ static void flush_list(struct hak_heap *heap, void *list)
     void *chain_tail = NULL;
     while (list) {
         void *next = hak_link_get(list);
-        struct hak_slab *slab = hak_chunk_slab(hak_page_map_lookup(list), list);
+        struct hak_slab *slab = slab_of(list);
         check_block(slab, list);
         if (atomic_load_explicit(&slab->owner, memory_order_relaxed) == heap) {
             return_block(heap, slab, list);
@@ -518,11 +524,6 @@ static void give_back(struct hak_heap *heap, struct hak_slab *slab, void *block)
         return_block(heap, slab, block);
     else
         send_home(heap, slab, block);
-}
-
-static struct hak_slab *slab_of(void *block)
-{
-    return hak_chunk_slab(hak_page_map_lookup(block), block);
 }
 
 void hak_heap_free_checked(struct hak_slab *slab, void *block)
