@@ -32,7 +32,8 @@ src_libhakmem_la_SOURCES = \
 	src/numa/hwloc_api.c src/numa/hwloc_api.h \
 	src/numa/node.c src/numa/node.h \
 	src/numa/sysfs.c src/numa/sysfs.h \
-	src/numa/topology.c src/numa/topology.h
+	src/numa/topology.c src/numa/topology.h \
+	src/numa/topology_hwloc.c src/numa/topology_hwloc.h
 src_libhakmem_la_CPPFLAGS = -D_GNU_SOURCE -I$(top_srcdir)/include -I$(top_builddir) $(HWLOC_CFLAGS)
 src_libhakmem_la_CFLAGS = $(AM_CFLAGS) $(HAKMEM_CFLAGS)
 src_libhakmem_la_LDFLAGS = -version-info 0:0:0 -no-undefined -Wl,--no-undefined \

@@ -1,6 +1,9 @@
 #include "os.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/mempolicy.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <sys/syscall.h>
@@ -68,6 +71,37 @@ void hak_os_mbind(void *addr, size_t size, enum hak_os_mpol mode, const unsigned
     syscall(SYS_mbind, addr, size, (int)mode, mask, (unsigned long)HAK_OS_MAX_NODES + 1, 0);
 }
 
+bool hak_os_bind_policy_nodes(unsigned long mask[HAK_OS_NODEMASK_WORDS])
+{
+    /* get_mempolicy wants room for every node the kernel could have. */
+    enum { POLICY_BITS = 4096 };
+    unsigned long policy[POLICY_BITS / (8 * sizeof(unsigned long))];
+    int mode;
+    if (syscall(SYS_get_mempolicy, &mode, policy, (unsigned long)POLICY_BITS, NULL, 0) != 0 ||
+        (mode & ~MPOL_MODE_FLAGS) != MPOL_BIND)
+        return false;
+    memcpy(mask, policy, HAK_OS_NODEMASK_WORDS * sizeof(unsigned long));
+    return true;
+}
+
+size_t hak_os_read_file(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    size_t len = 0;
+    while (len < size) {
+        ssize_t n = read(fd, buf + len, size - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    close(fd);
+    return len;
+}
+
 bool hak_os_grow_in_place(void *addr, size_t old_size, size_t new_size)
 {
     if (mremap(addr, old_size, new_size, 0) == MAP_FAILED)
@@ -122,6 +156,13 @@ uint64_t hak_os_now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t hak_os_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
 void hak_os_write(int fd, const char *buf, size_t len)

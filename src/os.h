@@ -29,6 +29,12 @@ enum hak_os_mpol { HAK_OS_MPOL_PREFERRED = 1, HAK_OS_MPOL_BIND = 2, HAK_OS_MPOL_
 void hak_os_mbind(void *addr, size_t size, enum hak_os_mpol mode, const unsigned long *mask);
 /* The same for a range already in use: its pages move to the new nodes. */
 void hak_os_mbind_move(void *addr, size_t size, enum hak_os_mpol mode, const unsigned long *mask);
+/* The nodes of a process-wide MPOL_BIND policy (numactl --membind); false
+ * for any other policy. */
+bool hak_os_bind_policy_nodes(unsigned long mask[HAK_OS_NODEMASK_WORDS]);
+/* Up to size bytes of a file (a sysfs or procfs one); 0 when it cannot be
+ * read. */
+size_t hak_os_read_file(const char *path, char *buf, size_t size);
 /* Extends a mapping where the address space after it is free; false when
  * it is not. */
 bool hak_os_grow_in_place(void *addr, size_t old_size, size_t new_size);
@@ -37,6 +43,8 @@ void hak_os_shrink_in_place(void *addr, size_t old_size, size_t new_size);
  * be read (unmapped or protected) instead of faulting; returns the count. */
 size_t hak_os_copy_readable(void *dst, const void *src, size_t size);
 uint64_t hak_os_now_ms(void);
+/* Precise, for timing rare events. */
+uint64_t hak_os_now_us(void);
 void hak_os_write(int fd, const char *buf, size_t len);
 
 #endif

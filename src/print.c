@@ -7,8 +7,11 @@
 static void put(struct hak_printer *out, const char *s, size_t n)
 {
     while (n) {
-        if (out->len == sizeof(out->buf))
+        if (out->len == sizeof(out->buf)) {
+            if (out->fd < 0)
+                return; /* a text kept in memory: cut, not lost */
             hak_print_flush(out);
+        }
         size_t room = sizeof(out->buf) - out->len;
         size_t chunk = n < room ? n : room;
         memcpy(out->buf + out->len, s, chunk);
@@ -27,6 +30,11 @@ static void pad(struct hak_printer *out, size_t used, unsigned width)
 void hak_print_str(struct hak_printer *out, const char *s)
 {
     put(out, s, strlen(s));
+}
+
+void hak_print_text(struct hak_printer *out, const struct hak_printer *text)
+{
+    put(out, text->buf, text->len);
 }
 
 void hak_print_padded(struct hak_printer *out, const char *s, unsigned width)

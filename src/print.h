@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* fd < 0: the text stays in buf, cut at its size, for printing later. */
 struct hak_printer {
     int fd;
     size_t len;
@@ -13,6 +14,8 @@ struct hak_printer {
 };
 
 void hak_print_str(struct hak_printer *out, const char *s);
+/* What text (a printer with fd < 0) holds. */
+void hak_print_text(struct hak_printer *out, const struct hak_printer *text);
 /* Right-aligned in width columns (0: no padding). */
 void hak_print_u64(struct hak_printer *out, uint64_t value, unsigned width);
 void hak_print_padded(struct hak_printer *out, const char *s, unsigned width);

@@ -17,6 +17,13 @@ _Atomic uint64_t hak_stat_remote_by_pair[64][64];
 _Static_assert(HAK_MAX_NODES == 64, "per-node counters");
 _Static_assert(HAK_PAGES_MID == HAK_SMALL_CLASSES, "one page bucket per small class");
 
+static _Atomic(const struct hak_printer *) topology_note;
+
+void hak_stats_note_topology(const struct hak_printer *note)
+{
+    atomic_store_explicit(&topology_note, note, memory_order_release);
+}
+
 static const char *const counter_names[HAK_STAT_COUNT] = {
     [HAK_STAT_MAPPED_BYTES] = "mapped_bytes",
     [HAK_STAT_UNMAPPED_BYTES] = "unmapped_bytes",
@@ -126,6 +133,9 @@ HAK_API void hak_stats_print(int fd)
         }
     }
     print_pages(&out);
+    const struct hak_printer *topology = atomic_load_explicit(&topology_note, memory_order_acquire);
+    if (topology)
+        hak_print_text(&out, topology);
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);
     hak_print_padded(&out, "process_minor_faults", 22);

@@ -69,4 +69,10 @@ static inline void hak_stat_add(enum hak_stat which, uint64_t n)
     atomic_fetch_add_explicit(&hak_stat_counters[which], n, memory_order_relaxed);
 }
 
+/* The topology layer's account of where the nodes came from, which
+ * HAKMEM_STATS prints: a text printer (fd < 0), complete when noted and
+ * never written again. */
+struct hak_printer;
+void hak_stats_note_topology(const struct hak_printer *note);
+
 #endif

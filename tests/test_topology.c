@@ -20,8 +20,30 @@
 #include "numa/node.h"
 #include "numa/sysfs.h"
 #include "options.h"
+#include "print.h"
+#include "stats.h"
 
 struct hak_options hak_options = {.numa = HAK_NUMA_AUTO};
+
+/* What the library gets from stats.c and init.c, which are not compiled
+ * in: the topology's note is kept to be checked. */
+_Atomic uint64_t hak_stat_counters[HAK_STAT_COUNT];
+void hak_fatal(const char *what, const void *addr)
+{
+    hard_error("hak_fatal: %s %p", what, addr);
+    abort();
+}
+static const struct hak_printer *topology_note;
+void hak_stats_note_topology(const struct hak_printer *note)
+{
+    topology_note = note;
+}
+
+static bool note_starts(const char *text)
+{
+    return topology_note && topology_note->len >= strlen(text) &&
+           !memcmp(topology_note->buf, text, strlen(text));
+}
 
 extern void *__libc_malloc(size_t size);
 
@@ -107,6 +129,7 @@ static void test_current_cpu(void)
 
 #include "numa/hwloc_api.h"
 #include "numa/topology.h"
+#include "numa/topology_hwloc.h"
 
 /* Only the tests need these; they come from the same library. */
 #define TEST_HWLOC_FUNCTIONS(X)                                                                    \
@@ -136,8 +159,9 @@ static bool hwloc_mapped(void)
 static void open_hwloc(void)
 {
     double start = seconds_now();
-    if (!hak_hwloc_open(&hw))
-        hard_error("cannot load %s", HAK_HWLOC_SONAME);
+    const char *why;
+    if (!hak_hwloc_open(&hw, &why))
+        hard_error("cannot load %s: %s", HAK_HWLOC_SONAME, why);
     printf("dlopen of hwloc: %.3f ms\n", (seconds_now() - start) * 1e3);
     void *library = dlopen(HAK_HWLOC_SONAME, RTLD_NOW | RTLD_NOLOAD);
 #define TEST_HWLOC_LOOKUP(name)                                                                    \
@@ -158,6 +182,8 @@ static hwloc_topology_t synthetic(const char *description)
     return topology;
 }
 
+static struct hak_numa_layout layout;
+
 /* usable: OS node ids, ending with -1; NULL for the topology's allowed set. */
 static struct hak_numa_map *build(hwloc_topology_t topology, const int *usable)
 {
@@ -169,7 +195,8 @@ static struct hak_numa_map *build(hwloc_topology_t topology, const int *usable)
     } else {
         set = hw.hwloc_bitmap_dup(hw.hwloc_topology_get_allowed_nodeset(topology));
     }
-    struct hak_numa_map *map = hak_topology_build(&hw, topology, set);
+    struct hak_numa_map *map =
+        hak_hwloc_read_layout(&hw, topology, set, &layout) ? hak_topology_build(&layout) : NULL;
     hw.hwloc_bitmap_free(set);
     return map;
 }
@@ -326,6 +353,8 @@ static void test_machine(void)
     hak_numa_init();
     discover();
     CHECK(hak_numa_node_count() == 1, "HAKMEM_NUMA=off: %u nodes", hak_numa_node_count());
+    CHECK(note_starts("topology: one node (HAKMEM_NUMA=off)\n"), "HAKMEM_NUMA=off: note \"%.*s\"",
+          topology_note ? (int)topology_note->len : 0, topology_note ? topology_note->buf : "");
     CHECK(!hwloc_mapped(), "HAKMEM_NUMA=off loaded hwloc");
 
     unsigned online = hak_numa_online_nodes();
@@ -354,13 +383,18 @@ static void test_machine(void)
           "an allocation nested in discovery saw more than one node");
 
     unsigned count = hak_numa_node_count();
+    printf("%.*s", topology_note ? (int)topology_note->len : 0,
+           topology_note ? topology_note->buf : "");
     if (online <= 1) {
+        CHECK(note_starts("topology: one node (the kernel has one online)\n"),
+              "one node online: the note says otherwise");
         CHECK(count == 1, "one node online, %u reported", count);
         CHECK(!hwloc_mapped(), "one node online, yet hwloc was loaded");
         CHECK(hak_numa_thread_node() == 0, "thread on node %u", hak_numa_thread_node());
         return;
     }
     CHECK(hwloc_mapped(), "several nodes online, hwloc was not loaded");
+    CHECK(note_starts("topology: hwloc 2."), "several nodes online: the note says otherwise");
     CHECK((int)count == (expected_count > 1 ? expected_count : 1), "%u nodes, the kernel says %d",
           count, expected_count);
     if (count <= 1)
@@ -397,12 +431,12 @@ static void test_machine(void)
         hard_error("cannot restore the affinity");
 }
 
-/* hak_topology_load on this machine: only the object types the map needs,
+/* hak_hwloc_load on this machine: only the object types the map needs,
  * and a map that agrees with the kernel's lists. */
 static void test_load_here(void)
 {
     double start = seconds_now();
-    hwloc_topology_t topology = hak_topology_load(&hw);
+    hwloc_topology_t topology = hak_hwloc_load(&hw);
     double loaded = seconds_now();
     if (!topology) {
         CHECK(false, "cannot load this machine's topology");
@@ -416,8 +450,12 @@ static void test_load_here(void)
               "the topology has objects of type %d", (int)dropped[i]);
     }
     CHECK(extra.hwloc_get_type_depth(topology, HWLOC_OBJ_PACKAGE) >= 0, "packages were dropped");
-    hwloc_bitmap_t usable = hak_topology_usable_memory(&hw, topology);
-    struct hak_numa_map *map = usable ? hak_topology_build(&hw, topology, usable) : NULL;
+    struct hak_numa_map *map = NULL;
+    if (hak_hwloc_read_layout(&hw, topology, hw.hwloc_topology_get_allowed_nodeset(topology),
+                              &layout)) {
+        hak_layout_apply_bind_policy(&layout);
+        map = hak_topology_build(&layout);
+    }
     printf("this machine: load %.3f ms, map %.3f ms\n", (loaded - start) * 1e3,
            (seconds_now() - loaded) * 1e3);
     if (!map) {
@@ -441,8 +479,6 @@ static void test_load_here(void)
         }
         hak_topology_map_free(map);
     }
-    if (usable)
-        hw.hwloc_bitmap_free(usable);
     hw.hwloc_topology_destroy(topology);
 }
 

@@ -44,9 +44,9 @@ struct hak_hwloc {
 #undef HAK_HWLOC_POINTER
 };
 
-/* Loads libhwloc and fills api; false (and api untouched) when the library
- * is missing or older than HAK_HWLOC_MIN_VERSION.  Calls malloc, through
- * the dynamic loader and hwloc's constructors. */
-bool hak_hwloc_open(struct hak_hwloc *api);
+/* Loads libhwloc and fills api; false (api untouched, *why saying which)
+ * when the library is missing or older than HAK_HWLOC_MIN_VERSION.  Calls
+ * malloc, through the dynamic loader and hwloc's constructors. */
+bool hak_hwloc_open(struct hak_hwloc *api, const char **why);
 
 #endif

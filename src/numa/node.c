@@ -2,17 +2,22 @@
 
 #include "config.h"
 
-#if HAKMEM_HAVE_NUMA
-
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <time.h>
 
 #include "../options.h"
+#include "../os.h"
+#include "../print.h"
+#include "../stats.h"
 #include "cpu.h"
-#include "hwloc_api.h"
 #include "sysfs.h"
 #include "topology.h"
+
+#if HAKMEM_HAVE_NUMA
+#include "hwloc_api.h"
+#include "topology_hwloc.h"
+#endif
 
 enum discovery_state {
     DISCOVERY_UNNEEDED, /* one node, HAKMEM_NUMA=off, or hak_numa_init not run */
@@ -25,30 +30,134 @@ static _Atomic int discovery = DISCOVERY_UNNEEDED;
 /* Published once and never freed, so readers need no reference to it. */
 static _Atomic(const struct hak_numa_map *) published;
 
+/* What HAKMEM_STATS=1 says of the topology: where it came from and why,
+ * and the node of each CPU.  Written before discovery and once by it. */
+static struct hak_printer start_note = {.fd = -1};
+static struct hak_printer found_note = {.fd = -1};
+
+void hak_numa_init(void)
+{
+    const char *why = NULL;
+    if (!HAKMEM_HAVE_NUMA)
+        why = "one node (built without NUMA support)";
+    else if (hak_options.numa == HAK_NUMA_OFF)
+        why = "one node (HAKMEM_NUMA=off)";
+    else if (hak_numa_online_nodes() <= 1)
+        why = "one node (the kernel has one online)";
+    else
+        atomic_store_explicit(&discovery, DISCOVERY_PENDING, memory_order_relaxed);
+    start_note.len = 0;
+    hak_print_str(&start_note, "topology: ");
+    hak_print_str(&start_note, why ? why : "not loaded (the process never needed it)");
+    hak_print_str(&start_note, "\n");
+    hak_stats_note_topology(&start_note);
+}
+
+#if HAKMEM_HAVE_NUMA
+
+/* Discovery runs once per process, inside malloc: its scratch is static. */
+static struct hak_numa_layout layout;
 static struct hak_hwloc hwloc;
 /* Kept for the life of the process: destroying the last topology unloads
  * hwloc's plugins, which costs as much as loading it. */
 static hwloc_topology_t topology;
 
-void hak_numa_init(void)
+/* hwloc's map, or NULL with why_not saying why. */
+static struct hak_numa_map *map_from_hwloc(struct hak_printer *why_not, const char **version)
 {
-    if (hak_options.numa != HAK_NUMA_OFF && hak_numa_online_nodes() > 1)
-        atomic_store_explicit(&discovery, DISCOVERY_PENDING, memory_order_relaxed);
+    const char *why;
+    if (!hak_hwloc_open(&hwloc, &why)) {
+        hak_print_str(why_not, why);
+        return NULL;
+    }
+    topology = hak_hwloc_load(&hwloc);
+    if (!topology) {
+        hak_print_str(why_not, "hwloc could not load the topology");
+        return NULL;
+    }
+    *version = hak_hwloc_version(&hwloc, topology);
+    if (!hak_hwloc_read_layout(&hwloc, topology, hwloc.hwloc_topology_get_allowed_nodeset(topology),
+                               &layout)) {
+        hak_print_str(why_not, "hwloc found no NUMA node");
+        return NULL;
+    }
+    hak_layout_apply_bind_policy(&layout);
+    struct hak_numa_map *map = hak_topology_build(&layout);
+    if (!map) {
+        hak_print_str(why_not, "hwloc's topology refused: ");
+        hak_layout_print_fault(why_not, &layout);
+    }
+    return map;
 }
 
-static struct hak_numa_map *build_map(void)
+static struct hak_numa_map *map_from_sysfs(struct hak_printer *why_not)
 {
-    if (!hak_hwloc_open(&hwloc))
+    if (!hak_sysfs_read_layout("", &layout)) {
+        hak_print_str(why_not, "/sys/devices/system/node unreadable");
         return NULL;
-    topology = hak_topology_load(&hwloc);
-    if (!topology)
-        return NULL;
-    hwloc_bitmap_t usable = hak_topology_usable_memory(&hwloc, topology);
-    if (!usable)
-        return NULL;
-    struct hak_numa_map *map = hak_topology_build(&hwloc, topology, usable);
-    hwloc.hwloc_bitmap_free(usable);
+    }
+    hak_layout_apply_bind_policy(&layout);
+    struct hak_numa_map *map = hak_topology_build(&layout);
+    if (!map) {
+        hak_print_str(why_not, "the kernel's lists refused: ");
+        hak_layout_print_fault(why_not, &layout);
+    }
     return map;
+}
+
+static void note_disagreement(struct hak_printer *note, const char *version,
+                              const struct hak_numa_map *hwloc_map,
+                              const struct hak_numa_map *sysfs_map, unsigned cpu)
+{
+    hak_print_str(note, "sysfs (hwloc ");
+    hak_print_str(note, version);
+    hak_print_str(note, " put CPU ");
+    hak_print_u64(note, cpu, 0);
+    hak_print_str(note, " on node ");
+    hak_print_u64(note, hak_topology_os_node_of_cpu(hwloc_map, cpu), 0);
+    hak_print_str(note, ", the kernel on node ");
+    hak_print_u64(note, hak_topology_os_node_of_cpu(sysfs_map, cpu), 0);
+    hak_print_str(note, ")");
+}
+
+/* hwloc first; the kernel's own lists check its answer, and stand in for it
+ * where it cannot be loaded or is refused.  Where both answer and disagree
+ * the kernel's lists win: they say where first touch puts a CPU's pages. */
+static struct hak_numa_map *build_map(struct hak_printer *note)
+{
+    static struct hak_printer hwloc_why = {.fd = -1}, sysfs_why = {.fd = -1};
+    const char *version = "";
+    struct hak_numa_map *from_hwloc = map_from_hwloc(&hwloc_why, &version);
+    struct hak_numa_map *from_sysfs = map_from_sysfs(&sysfs_why);
+    if (from_hwloc && from_sysfs) {
+        int cpu = hak_topology_first_difference(from_hwloc, from_sysfs);
+        if (cpu >= 0) {
+            note_disagreement(note, version, from_hwloc, from_sysfs, (unsigned)cpu);
+            hak_topology_map_free(from_hwloc);
+            return from_sysfs;
+        }
+        hak_print_str(note, "hwloc ");
+        hak_print_str(note, version);
+        hak_print_str(note, " (the kernel's lists agree)");
+        hak_topology_map_free(from_sysfs);
+        return from_hwloc;
+    }
+    if (from_hwloc) {
+        hak_print_str(note, "hwloc ");
+        hak_print_str(note, version);
+        hak_print_str(note, " (");
+        hak_print_text(note, &sysfs_why);
+        hak_print_str(note, ")");
+        return from_hwloc;
+    }
+    hak_print_str(note, from_sysfs ? "sysfs (" : "one node, no binding (");
+    hak_print_text(note, &hwloc_why);
+    if (!from_sysfs) {
+        hak_print_str(note, "; ");
+        hak_print_text(note, &sysfs_why);
+    }
+    hak_print_str(note, ")");
+    return from_sysfs;
 }
 
 static __thread bool discovering_here __attribute__((tls_model("initial-exec")));
@@ -82,12 +191,24 @@ void hak_numa_discover(void)
         return;
     }
     discovering_here = true;
-    struct hak_numa_map *map = build_map();
+    static struct hak_printer source = {.fd = -1};
+    uint64_t started = hak_os_now_us();
+    struct hak_numa_map *map = build_map(&source);
+    uint64_t took = hak_os_now_us() - started;
     discovering_here = false;
-    if (map && map->node_count > 1)
+    hak_print_str(&found_note, "topology: ");
+    hak_print_text(&found_note, &source);
+    hak_print_str(&found_note, ", ");
+    hak_print_u64(&found_note, took, 0);
+    hak_print_str(&found_note, " us\n");
+    if (map && map->node_count > 1) {
+        hak_topology_print(&found_note, map);
         atomic_store_explicit(&published, map, memory_order_release);
-    else if (map)
+    } else if (map) {
+        hak_print_str(&found_note, "  one node the process may use: no binding\n");
         hak_topology_map_free(map);
+    }
+    hak_stats_note_topology(&found_note);
     atomic_store_explicit(&discovery, DISCOVERY_DONE, memory_order_release);
 }
 
@@ -119,8 +240,6 @@ unsigned hak_numa_os_node(unsigned index)
 }
 
 #else
-
-void hak_numa_init(void) {}
 
 void hak_numa_discover(void) {}
 

@@ -1,8 +1,9 @@
 #include "sysfs.h"
 
-#include <fcntl.h>
-#include <stdbool.h>
-#include <unistd.h>
+#include <string.h>
+
+#include "../os.h"
+#include "topology.h"
 
 static bool is_digit(char c)
 {
@@ -17,39 +18,176 @@ static unsigned parse_number(const char *text, size_t len, size_t *pos)
     return value;
 }
 
+bool hak_numa_list_next(const char *text, size_t len, size_t *pos, unsigned *first, unsigned *last)
+{
+    if (*pos < len && text[*pos] == ',')
+        (*pos)++;
+    if (*pos >= len || !is_digit(text[*pos]))
+        return false;
+    *first = parse_number(text, len, pos);
+    *last = *first;
+    if (*pos < len && text[*pos] == '-') {
+        (*pos)++;
+        if (*pos == len || !is_digit(text[*pos]))
+            return false;
+        *last = parse_number(text, len, pos);
+    }
+    return true;
+}
+
 unsigned hak_numa_list_count(const char *text, size_t len)
 {
-    unsigned count = 0;
+    unsigned count = 0, first, last;
     size_t pos = 0;
-    while (pos < len && is_digit(text[pos])) {
-        unsigned first = parse_number(text, len, &pos);
-        unsigned last = first;
-        if (pos < len && text[pos] == '-') {
-            pos++;
-            if (pos == len || !is_digit(text[pos]))
-                break;
-            last = parse_number(text, len, &pos);
-        }
+    while (hak_numa_list_next(text, len, &pos, &first, &last))
         if (last >= first)
             count += last - first + 1;
-        if (pos < len && text[pos] == ',')
-            pos++;
-    }
     return count;
 }
 
 unsigned hak_numa_online_nodes(void)
 {
-    int fd = open("/sys/devices/system/node/online", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 1;
     /* Long enough for any list that has more than one node in it; a
      * longer one is cut, which still counts more than one. */
     char text[256];
-    ssize_t len = read(fd, text, sizeof(text));
-    close(fd);
-    if (len <= 0)
-        return 1;
-    unsigned count = hak_numa_list_count(text, (size_t)len);
+    size_t len = hak_os_read_file("/sys/devices/system/node/online", text, sizeof(text));
+    unsigned count = hak_numa_list_count(text, len);
     return count ? count : 1;
+}
+
+/* ROOT + the parts, with "node" and a number where asked; no snprintf, which
+ * may allocate. */
+struct path {
+    char text[256];
+    size_t len;
+};
+
+static void path_add(struct path *path, const char *part)
+{
+    size_t n = strlen(part);
+    if (path->len + n >= sizeof(path->text))
+        n = sizeof(path->text) - 1 - path->len;
+    memcpy(path->text + path->len, part, n);
+    path->len += n;
+    path->text[path->len] = '\0';
+}
+
+static void path_add_number(struct path *path, unsigned value)
+{
+    char digits[12];
+    size_t n = sizeof(digits) - 1;
+    digits[n] = '\0';
+    do {
+        digits[--n] = (char)('0' + value % 10);
+        value /= 10;
+    } while (value);
+    path_add(path, digits + n);
+}
+
+static struct path node_path(const char *root, unsigned node, const char *file)
+{
+    struct path path = {.len = 0};
+    path_add(&path, root);
+    path_add(&path, "/sys/devices/system/node/node");
+    path_add_number(&path, node);
+    path_add(&path, file);
+    return path;
+}
+
+/* The texts read while filling a layout: static rather than on the stack,
+ * since discovery runs inside malloc on whichever thread gets there first,
+ * which may have a small stack; it runs once per process.  A CPU list of
+ * thousands of CPUs in ranges fits in text. */
+static struct {
+    char online[1024], memory[1024], allowed[1024], text[4096];
+} scratch;
+
+static size_t read_list(const char *root, const char *file, char *text, size_t size)
+{
+    struct path path = {.len = 0};
+    path_add(&path, root);
+    path_add(&path, file);
+    return hak_os_read_file(path.text, text, size);
+}
+
+static bool in_list(const char *text, size_t len, unsigned value)
+{
+    unsigned first, last;
+    size_t pos = 0;
+    while (hak_numa_list_next(text, len, &pos, &first, &last))
+        if (value >= first && value <= last)
+            return true;
+    return false;
+}
+
+/* The node list of the cpuset the process runs in, from the status file's
+ * "Mems_allowed_list:" line; 0 when there is none (no cpuset support). */
+static size_t allowed_memory(const char *root, char *text, size_t size)
+{
+    static const char key[] = "\nMems_allowed_list:";
+    char *status = scratch.text;
+    size_t len = read_list(root, "/proc/self/status", status, sizeof(scratch.text) - 1);
+    status[len] = '\0';
+    const char *line = strstr(status, key);
+    if (!line)
+        return 0;
+    line += sizeof(key) - 1;
+    while (*line == ' ' || *line == '\t')
+        line++;
+    size_t n = strcspn(line, "\n");
+    if (n > size)
+        n = size;
+    memcpy(text, line, n);
+    return n;
+}
+
+/* Each node's row of the distance table, in the order of the online list. */
+static bool read_distances(const char *root, struct hak_numa_layout *layout)
+{
+    for (unsigned i = 0; i < layout->node_count; i++) {
+        const char *text = scratch.text;
+        struct path path = node_path(root, layout->node[i].os_id, "/distance");
+        size_t len = hak_os_read_file(path.text, scratch.text, sizeof(scratch.text));
+        size_t pos = 0;
+        for (unsigned j = 0; j < layout->node_count; j++) {
+            while (pos < len && text[pos] == ' ')
+                pos++;
+            if (pos == len || !is_digit(text[pos]))
+                return false;
+            layout->distance[i][j] = parse_number(text, len, &pos);
+        }
+    }
+    return true;
+}
+
+bool hak_sysfs_read_layout(const char *root, struct hak_numa_layout *layout)
+{
+    hak_layout_reset(layout);
+    char *online = scratch.online, *memory = scratch.memory, *allowed = scratch.allowed;
+    size_t online_len =
+        read_list(root, "/sys/devices/system/node/online", online, sizeof(scratch.online));
+    if (!online_len)
+        return false;
+    /* Without has_memory (kernels before 2.6.36), every node counts. */
+    size_t memory_len =
+        read_list(root, "/sys/devices/system/node/has_memory", memory, sizeof(scratch.memory));
+    size_t allowed_len = allowed_memory(root, allowed, sizeof(scratch.allowed));
+    unsigned first, last;
+    size_t pos = 0;
+    while (hak_numa_list_next(online, online_len, &pos, &first, &last))
+        for (unsigned node = first; node <= last; node++)
+            if (!hak_layout_add_node(layout, node, !memory_len || in_list(memory, memory_len, node),
+                                     !allowed_len || in_list(allowed, allowed_len, node)))
+                return true; /* the fault says why */
+    for (unsigned i = 0; i < layout->node_count; i++) {
+        const char *cpus = scratch.text;
+        struct path path = node_path(root, layout->node[i].os_id, "/cpulist");
+        size_t len = hak_os_read_file(path.text, scratch.text, sizeof(scratch.text));
+        size_t at = 0;
+        while (hak_numa_list_next(cpus, len, &at, &first, &last))
+            for (unsigned cpu = first; cpu <= last && cpu < HAK_LAYOUT_CPUS; cpu++)
+                hak_layout_claim_cpu(layout, cpu, i);
+    }
+    layout->has_distance = read_distances(root, layout);
+    return true;
 }
