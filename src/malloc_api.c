@@ -12,7 +12,6 @@
 #include "hakmem.h"
 #include "harden.h"
 #include "internal.h"
-#include "numa/binding.h"
 #include "numa/node.h"
 #include "os.h"
 
@@ -262,7 +261,7 @@ HAK_API void *hak_malloc_onnode(size_t size, int node)
     hak_init();
     /* A caller that names nodes needs them known now, not at a refill. */
     hak_numa_discover();
-    hak_numa_place_early_memory();
+    hak_page_map_place_early_chunks();
     int index = node_index(node);
     if (index < 0) {
         errno = EINVAL;

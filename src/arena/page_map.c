@@ -1,5 +1,9 @@
 #include "page_map.h"
 
+#include <sched.h>
+
+#include "../numa/binding.h"
+#include "../numa/node.h"
 #include "../os.h"
 
 _Atomic(hak_map_leaf *) hak_page_map_top[1 << HAK_MAP_TOP_BITS];
@@ -53,7 +57,7 @@ void hak_page_map_clear(void *base, size_t size)
     set_range(base, size, NULL);
 }
 
-void hak_page_map_for_each_chunk(void (*visit)(struct hak_chunk_head *chunk))
+static void for_each_chunk(void (*visit)(struct hak_chunk_head *chunk))
 {
     for (uintptr_t top = 0; top < (1u << HAK_MAP_TOP_BITS); top++) {
         hak_map_leaf *leaf = atomic_load_explicit(&hak_page_map_top[top], memory_order_acquire);
@@ -67,6 +71,30 @@ void hak_page_map_for_each_chunk(void (*visit)(struct hak_chunk_head *chunk))
                 visit(chunk);
         }
     }
+}
+
+static void place_on_node_zero(struct hak_chunk_head *chunk)
+{
+    if (chunk->node == 0)
+        hak_numa_move_to_node(chunk, chunk->map_size, 0);
+}
+
+void hak_page_map_place_early_chunks(void)
+{
+    enum { NOT_YET, MOVING, PLACED };
+    static _Atomic int state = NOT_YET;
+    if (hak_numa_node_count() <= 1)
+        return;
+    int expected = NOT_YET;
+    if (atomic_compare_exchange_strong(&state, &expected, MOVING)) {
+        for_each_chunk(place_on_node_zero);
+        atomic_store_explicit(&state, PLACED, memory_order_release);
+        return;
+    }
+    /* Others wait: their next blocks may come from memory being moved.  The
+     * move takes no lock, so waiting cannot deadlock. */
+    while (atomic_load_explicit(&state, memory_order_acquire) == MOVING)
+        sched_yield();
 }
 
 void hak_page_map_lock(void)

@@ -38,8 +38,10 @@ static inline struct hak_slab *hak_chunk_slab(struct hak_chunk_head *chunk, cons
  * table could not be allocated. */
 bool hak_page_map_set(void *base, size_t size, struct hak_chunk_head *chunk);
 void hak_page_map_clear(void *base, size_t size);
-/* Calls visit once for every chunk registered now. */
-void hak_page_map_for_each_chunk(void (*visit)(struct hak_chunk_head *chunk));
+/* Once the topology is known: chunks mapped before it count as node 0's
+ * but were placed by first touch, wherever their threads ran; they move
+ * there, once per process. */
+void hak_page_map_place_early_chunks(void);
 /* Held across fork(). */
 void hak_page_map_lock(void);
 void hak_page_map_unlock(void);

@@ -14,7 +14,6 @@
 #include "../arena/slab.h"
 #include "../harden.h"
 #include "../memcheck.h"
-#include "../numa/binding.h"
 #include "../numa/node.h"
 #include "../options.h"
 #include "../os.h"
@@ -283,7 +282,7 @@ static void discover_topology(void)
      * not from hwloc's own allocations in the middle of it, or other threads
      * would stop waiting and take node-0 memory. */
     hak_numa_discover();
-    hak_numa_place_early_memory();
+    hak_page_map_place_early_chunks();
     if (hak_numa_discovery_settled())
         atomic_store_explicit(&topology_checked, true, memory_order_relaxed);
 }

@@ -6,9 +6,8 @@
 #include <stddef.h>
 
 void hak_numa_bind(void *addr, size_t size, unsigned node);
-/* Once the topology is known: memory mapped before it counts as node 0's
- * but was placed by first touch, wherever its threads ran; move it there. */
-void hak_numa_place_early_memory(void);
+/* Memory already in use moves to node (and stays bound there). */
+void hak_numa_move_to_node(void *addr, size_t size, unsigned node);
 /* Spreads a region over every node (HAKMEM_INTERLEAVE_BYTES). */
 void hak_numa_interleave(void *addr, size_t size);
 
