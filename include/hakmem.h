@@ -40,6 +40,8 @@ int hak_node_of(const void *ptr);
 /* Writes the statistics that HAKMEM_STATS=1 prints at exit to file
  * descriptor fd, now. */
 void hak_stats_print(int fd);
+/* The same as one JSON object on one line (HAKMEM_STATS=json). */
+void hak_stats_print_json(int fd);
 
 #ifdef __cplusplus
 }

@@ -90,6 +90,7 @@ static void init_once(void)
     if (getauxval(AT_PAGESZ) != HAK_PAGE_SIZE)
         hak_fatal("this build needs 4 KiB pages", NULL);
     hak_options_load();
+    hak_stats_setup();
     hak_harden_init();
     hak_block_link_init();
     hak_numa_init();
@@ -123,6 +124,5 @@ __attribute__((constructor)) static void hak_start(void)
 
 __attribute__((destructor)) static void hak_finish(void)
 {
-    if (hak_options.stats)
-        hak_stats_print(2);
+    hak_stats_report_at_exit();
 }

@@ -15,12 +15,12 @@ struct hak_options hak_options = {
     .numa = HAK_NUMA_AUTO,
     .numa_policy = HAK_POLICY_PREFERRED,
     .interleave_bytes = 0,
-    .stats = false,
+    .stats = HAK_STATS_OFF,
     .huge_pages = true,
     .harden = 1,
 };
 
-enum option_type { OPT_BOOL, OPT_BYTES, OPT_U32, OPT_U64, OPT_CHOICE };
+enum option_type { OPT_BOOL, OPT_BYTES, OPT_U32, OPT_U64, OPT_CHOICE, OPT_PATH };
 
 struct option {
     const char *name;
@@ -33,9 +33,13 @@ struct option {
 static const char *const numa_modes[] = {"auto", "off", NULL};
 static const char *const numa_policies[] = {"preferred", "bind", NULL};
 static const char *const harden_levels[] = {"0", "1", "2", NULL};
+static const char *const stats_modes[] = {"0", "1", "json", NULL};
 
 static const struct option table[] = {
-    {"HAKMEM_STATS", OPT_BOOL, &hak_options.stats, "print statistics at exit", NULL},
+    {"HAKMEM_STATS", OPT_CHOICE, &hak_options.stats,
+     "1: print statistics at exit; json: the same as one JSON object", stats_modes},
+    {"HAKMEM_STATS_FILE", OPT_PATH, hak_options.stats_file,
+     "write the statistics to this file (%p: the process id), not stderr", NULL},
     {"HAKMEM_HOT_BYTES", OPT_BYTES, &hak_options.hot_bytes,
      "freed Mid/L25 spans kept resident per node (bytes; K, M, G suffixes)", NULL},
     {"HAKMEM_DECAY_MS", OPT_U64, &hak_options.decay_ms, "how long a freed span stays resident (ms)",
@@ -131,6 +135,11 @@ static bool parse(const struct option *opt, const char *text)
             return false;
         *(uint64_t *)opt->value = number;
         return true;
+    case OPT_PATH:
+        if (!*text || strlen(text) >= HAK_OPTION_PATH_MAX)
+            return false;
+        strcpy((char *)opt->value, text);
+        return true;
     case OPT_CHOICE:
         for (uint32_t i = 0; opt->choices[i]; i++) {
             if (!strcmp(text, opt->choices[i])) {
@@ -150,40 +159,73 @@ void hak_options_load(void)
         if (text && !parse(&table[i], text))
             warn(table[i].name, text);
     }
+    /* A file named is a report asked for. */
+    if (hak_options.stats_file[0] && hak_options.stats == HAK_STATS_OFF)
+        hak_options.stats = HAK_STATS_TEXT;
 }
 
-void hak_options_print(int fd)
+static uint64_t number_value(const struct option *opt)
 {
-    struct hak_printer out = {.fd = fd};
-    hak_print_str(&out, "options:\n");
+    switch (opt->type) {
+    case OPT_BOOL:
+        return *(bool *)opt->value;
+    case OPT_BYTES:
+        return *(size_t *)opt->value;
+    case OPT_U32:
+        return *(uint32_t *)opt->value;
+    case OPT_U64:
+        return *(uint64_t *)opt->value;
+    case OPT_CHOICE:
+    case OPT_PATH:
+        break;
+    }
+    return 0;
+}
+
+/* A choice's or a path's value as text ("-" for no path). */
+static const char *option_text(const struct option *opt)
+{
+    if (opt->type == OPT_CHOICE)
+        return opt->choices[*(uint32_t *)opt->value];
+    const char *path = opt->value;
+    return *path ? path : "-";
+}
+
+void hak_options_print(struct hak_printer *out)
+{
+    hak_print_str(out, "options:\n");
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         const struct option *opt = &table[i];
-        hak_print_str(&out, "  ");
-        hak_print_padded(&out, opt->name, 24);
-        switch (opt->type) {
-        case OPT_BOOL:
-            hak_print_u64(&out, *(bool *)opt->value, 12);
-            break;
-        case OPT_BYTES:
-            hak_print_u64(&out, *(size_t *)opt->value, 12);
-            break;
-        case OPT_U32:
-            hak_print_u64(&out, *(uint32_t *)opt->value, 12);
-            break;
-        case OPT_U64:
-            hak_print_u64(&out, *(uint64_t *)opt->value, 12);
-            break;
-        case OPT_CHOICE: {
-            const char *choice = opt->choices[*(uint32_t *)opt->value];
-            size_t len = strlen(choice);
-            hak_print_padded(&out, "", len < 12 ? 12 - (unsigned)len : 0);
-            hak_print_str(&out, choice);
-            break;
+        hak_print_str(out, "  ");
+        hak_print_padded(out, opt->name, 24);
+        if (opt->type == OPT_CHOICE || opt->type == OPT_PATH) {
+            const char *text = option_text(opt);
+            size_t len = strlen(text);
+            hak_print_padded(out, "", len < 12 ? 12 - (unsigned)len : 0);
+            hak_print_str(out, text);
+        } else {
+            hak_print_u64(out, number_value(opt), 12);
         }
-        }
-        hak_print_str(&out, "  ");
-        hak_print_str(&out, opt->help);
-        hak_print_str(&out, "\n");
+        hak_print_str(out, "  ");
+        hak_print_str(out, opt->help);
+        hak_print_str(out, "\n");
     }
-    hak_print_flush(&out);
+}
+
+void hak_options_print_json(struct hak_printer *out)
+{
+    hak_print_str(out, "{");
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        const struct option *opt = &table[i];
+        hak_print_str(out, i ? ", " : "");
+        hak_print_json_string(out, opt->name, strlen(opt->name));
+        hak_print_str(out, ": ");
+        if (opt->type == OPT_PATH)
+            hak_print_json_string(out, opt->value, strlen(opt->value));
+        else if (opt->type == OPT_CHOICE)
+            hak_print_json_string(out, option_text(opt), strlen(option_text(opt)));
+        else
+            hak_print_u64(out, number_value(opt), 0);
+    }
+    hak_print_str(out, "}");
 }

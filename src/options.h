@@ -9,26 +9,34 @@
 
 enum hak_numa_mode { HAK_NUMA_AUTO, HAK_NUMA_OFF };
 enum hak_numa_policy { HAK_POLICY_PREFERRED, HAK_POLICY_BIND };
+enum hak_stats_mode { HAK_STATS_OFF, HAK_STATS_TEXT, HAK_STATS_JSON };
+
+/* HAKMEM_STATS_FILE, with room for any path. */
+#define HAK_OPTION_PATH_MAX 4096
 
 struct hak_options {
-    size_t hot_bytes;        /* HotSpanBox budget per node */
-    uint64_t decay_ms;       /* how long a span stays hot */
-    uint32_t small_cache;    /* blocks a thread caches per small class */
-    uint32_t mid_ring;       /* blocks a thread caches per Mid class */
-    uint32_t l25_ring;       /* blocks a thread caches per L25 class */
-    size_t ring_bytes;       /* bound on the bytes cached per Mid/L25 class */
-    uint32_t numa;           /* enum hak_numa_mode */
-    uint32_t numa_policy;    /* enum hak_numa_policy */
-    size_t interleave_bytes; /* large blocks from this size spread over all nodes */
-    bool stats;              /* print statistics at exit */
-    bool huge_pages;         /* transparent huge pages for busy PageArenas */
-    uint32_t harden;         /* hardening level 0, 1 or 2 (harden.h) */
+    size_t hot_bytes;                     /* HotSpanBox budget per node */
+    uint64_t decay_ms;                    /* how long a span stays hot */
+    uint32_t small_cache;                 /* blocks a thread caches per small class */
+    uint32_t mid_ring;                    /* blocks a thread caches per Mid class */
+    uint32_t l25_ring;                    /* blocks a thread caches per L25 class */
+    size_t ring_bytes;                    /* bound on the bytes cached per Mid/L25 class */
+    uint32_t numa;                        /* enum hak_numa_mode */
+    uint32_t numa_policy;                 /* enum hak_numa_policy */
+    size_t interleave_bytes;              /* large blocks from this size spread over all nodes */
+    uint32_t stats;                       /* enum hak_stats_mode: the report at exit */
+    char stats_file[HAK_OPTION_PATH_MAX]; /* where it goes ("": stderr); %p: the pid */
+    bool huge_pages;                      /* transparent huge pages for busy PageArenas */
+    uint32_t harden;                      /* hardening level 0, 1 or 2 (harden.h) */
 };
 
 extern struct hak_options hak_options;
 
 void hak_options_load(void);
-/* Writes the table with current values (for the stats report). */
-void hak_options_print(int fd);
+struct hak_printer;
+/* The table with current values, for the stats report: as text, and as
+ * one JSON object of name: value. */
+void hak_options_print(struct hak_printer *out);
+void hak_options_print_json(struct hak_printer *out);
 
 #endif

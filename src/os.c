@@ -5,6 +5,7 @@
 #include <linux/mempolicy.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -149,6 +150,36 @@ void hak_os_mbind_move(void *addr, size_t size, enum hak_os_mpol mode, const uns
     enum { MPOL_MF_MOVE_FLAG = 1 << 1 };
     syscall(SYS_mbind, addr, size, (int)mode, mask, (unsigned long)HAK_OS_MAX_NODES + 1,
             MPOL_MF_MOVE_FLAG);
+}
+
+bool hak_os_file_id(int fd, struct hak_os_file_id *id)
+{
+    struct stat st;
+    if (fstat(fd, &st))
+        return false;
+    *id = (struct hak_os_file_id){(uint64_t)st.st_dev, (uint64_t)st.st_ino};
+    return true;
+}
+
+bool hak_os_is_file(int fd, const struct hak_os_file_id *id)
+{
+    struct hak_os_file_id now;
+    return hak_os_file_id(fd, &now) && now.dev == id->dev && now.ino == id->ino;
+}
+
+int hak_os_keep_fd(int fd)
+{
+    return fcntl(fd, F_DUPFD_CLOEXEC, 64);
+}
+
+int hak_os_open_append(const char *path)
+{
+    return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+}
+
+void hak_os_close(int fd)
+{
+    close(fd);
 }
 
 uint64_t hak_os_now_ms(void)

@@ -42,6 +42,18 @@ void hak_os_shrink_in_place(void *addr, size_t old_size, size_t new_size);
 /* Copies up to size bytes from src, stopping at the first byte that cannot
  * be read (unmapped or protected) instead of faulting; returns the count. */
 size_t hak_os_copy_readable(void *dst, const void *src, size_t size);
+/* Which file a descriptor leads to, to tell whether it still does. */
+struct hak_os_file_id {
+    uint64_t dev, ino;
+};
+bool hak_os_file_id(int fd, struct hak_os_file_id *id);
+bool hak_os_is_file(int fd, const struct hak_os_file_id *id);
+/* A close-on-exec copy of fd, numbered out of the way of the descriptors
+ * programs use (from 64 on); -1 when it cannot be made. */
+int hak_os_keep_fd(int fd);
+/* For appending a report (created 0644); -1 on failure. */
+int hak_os_open_append(const char *path);
+void hak_os_close(int fd);
 uint64_t hak_os_now_ms(void);
 /* Precise, for timing rare events. */
 uint64_t hak_os_now_us(void);

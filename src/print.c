@@ -61,3 +61,24 @@ void hak_print_flush(struct hak_printer *out)
     hak_os_write(out->fd, out->buf, out->len);
     out->len = 0;
 }
+
+void hak_print_json_string(struct hak_printer *out, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    put(out, "\"", 1);
+    for (const char *end = s + len; s < end; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            char escaped[2] = {'\\', (char)c};
+            put(out, escaped, 2);
+        } else if (c == '\n') {
+            put(out, "\\n", 2);
+        } else if (c < 0x20) {
+            char escaped[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            put(out, escaped, 6);
+        } else {
+            put(out, (const char *)&c, 1);
+        }
+    }
+    put(out, "\"", 1);
+}

@@ -20,5 +20,7 @@ void hak_print_text(struct hak_printer *out, const struct hak_printer *text);
 void hak_print_u64(struct hak_printer *out, uint64_t value, unsigned width);
 void hak_print_padded(struct hak_printer *out, const char *s, unsigned width);
 void hak_print_flush(struct hak_printer *out);
+/* The len bytes at s as a JSON string, quoted and escaped. */
+void hak_print_json_string(struct hak_printer *out, const char *s, size_t len);
 
 #endif

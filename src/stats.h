@@ -75,4 +75,10 @@ static inline void hak_stat_add(enum hak_stat which, uint64_t n)
 struct hak_printer;
 void hak_stats_note_topology(const struct hak_printer *note);
 
+/* Start-up, once the options are read: keeps what the report at exit
+ * needs (a copy of stderr). */
+void hak_stats_setup(void);
+/* The report HAKMEM_STATS asks for, where HAKMEM_STATS_FILE says. */
+void hak_stats_report_at_exit(void);
+
 #endif
