@@ -1,5 +1,7 @@
 #include "node.h"
 
+#include <stddef.h>
+
 #include "config.h"
 
 #if HAKMEM_HAVE_NUMA
