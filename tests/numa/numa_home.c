@@ -13,10 +13,11 @@
  *                caches hold home blocks), moves itself to away with
  *                sched_setaffinity and allocates past a cache refill of
  *                every class: every block it gets after the move is on away.
- *   migrate-syscall, migrate-other
+ *   migrate-syscall, migrate-libnuma, migrate-other
  *                the same, but the thread moves without the C library's
  *                sched_setaffinity, which hakmem wraps: with the system
- *                call itself (as libnuma's numa_run_on_node does), or moved
+ *                call itself, with libnuma's numa_run_on_node (which makes
+ *                the system call; skipped without libnuma.so.1), or moved
  *                by another process (as by taskset -p).
  *   onnode       hak_malloc_onnode(size, node) from threads on home and away
  *                puts the block on node, for every node, and hak_node_of says
@@ -321,7 +322,10 @@ static void check_after_migration(const struct block_set *after)
 }
 
 /* How the migrate scenarios move the thread; hakmem sees only the first. */
-enum mover { MOVE_LIBC, MOVE_SYSCALL, MOVE_OTHER_PROCESS };
+enum mover { MOVE_LIBC, MOVE_SYSCALL, MOVE_LIBNUMA, MOVE_OTHER_PROCESS };
+
+/* Looked up at run time: the test links the C library only. */
+static int (*run_on_node)(int node);
 
 static bool move_by_other_process(pid_t tid, const struct numa_node *node)
 {
@@ -343,6 +347,9 @@ static bool move_thread(const struct numa_node *node, enum mover mover)
         return pin_or_fail(node);
     case MOVE_SYSCALL:
         moved = syscall(SYS_sched_setaffinity, 0, sizeof node->cpus, &node->cpus) == 0;
+        break;
+    case MOVE_LIBNUMA:
+        moved = run_on_node(node->id) == 0;
         break;
     default:
         moved = move_by_other_process(gettid(), node);
@@ -530,6 +537,7 @@ static int mover_of(const char *scenario)
 {
     return strcmp(scenario, "migrate") == 0           ? MOVE_LIBC
            : strcmp(scenario, "migrate-syscall") == 0 ? MOVE_SYSCALL
+           : strcmp(scenario, "migrate-libnuma") == 0 ? MOVE_LIBNUMA
            : strcmp(scenario, "migrate-other") == 0   ? MOVE_OTHER_PROCESS
                                                       : -1;
 }
@@ -552,8 +560,8 @@ static int run_pair(void *(*home_thread)(void *), void *(*away_thread)(void *), 
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: numa_home remote-free|migrate|migrate-syscall|migrate-other|"
-                        "onnode|early\n");
+        fprintf(stderr, "usage: numa_home remote-free|migrate|migrate-syscall|migrate-libnuma|"
+                        "migrate-other|onnode|early\n");
         return 2;
     }
     node_of = (int (*)(const void *))dlsym(RTLD_DEFAULT, "hak_node_of");
@@ -575,6 +583,14 @@ int main(int argc, char **argv)
     if (away == NULL) {
         printf("SKIP: fewer than two nodes to run on (online: %s)\n", machine.online);
         return EXIT_SKIP;
+    }
+    if (mover_of(argv[1]) == MOVE_LIBNUMA) {
+        void *libnuma = dlopen("libnuma.so.1", RTLD_NOW);
+        run_on_node = libnuma ? (int (*)(int))dlsym(libnuma, "numa_run_on_node") : NULL;
+        if (run_on_node == NULL) {
+            printf("SKIP: no libnuma.so.1 with numa_run_on_node\n");
+            return EXIT_SKIP;
+        }
     }
     int status;
     if (strcmp(argv[1], "remote-free") == 0) {
