@@ -257,10 +257,16 @@ struct hak_heap {
     _Atomic(struct hak_slab *) delayed __attribute__((aligned(HAK_CACHE_LINE)));
 };
 
-/* The thread's heap and node, side by side in TLS: free() reads both. */
+/* The thread's heap and node, side by side in TLS: free() reads both.
+ * malloc compares *cpu_word, which the kernel rewrites whenever it moves the
+ * thread to another CPU (rseq), with cpu, what it read there when it last
+ * made sure that the caches hold blocks of the thread's node; on one node,
+ * or without rseq, cpu_word points at a constant that always matches. */
 struct hak_thread {
     struct hak_heap *heap;
     uint32_t node;
+    int32_t cpu;
+    const volatile int32_t *cpu_word;
 };
 
 /* Before a thread's first allocation its heap is this one: every cache is

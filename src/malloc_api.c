@@ -68,7 +68,8 @@ static size_t usable_size(struct hak_chunk_head *chunk, void *ptr)
     return hak_harden.checked ? hak_heap_requested_size(slab, ptr) : slab->block_size;
 }
 
-HAK_API void *hak_malloc(size_t size)
+/* flatten: GCC would rather jump to alloc, one instruction more per malloc. */
+HAK_API __attribute__((flatten)) void *hak_malloc(size_t size)
 {
     return alloc(size);
 }

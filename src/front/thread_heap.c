@@ -21,9 +21,14 @@
 #include "canary.h"
 #include "quarantine.h"
 
+/* What cpu_word points at where no move needs a look: it always matches
+ * hak_tls.cpu, read from it. */
+static const int32_t unwatched_cpu;
+
 __thread struct hak_thread hak_tls __attribute__((tls_model("initial-exec"))) = {
     .heap = &hak_empty_heap,
     .node = HAK_HEAPLESS_NODE,
+    .cpu_word = &unwatched_cpu,
 };
 
 static pthread_key_t exit_key;
@@ -299,6 +304,20 @@ static void maybe_discover_topology(void)
 
 static void move_to_node(struct hak_heap *heap, unsigned node);
 
+/* Makes sure the caches hold blocks of the node the thread runs on, and
+ * watches the CPU from here on.  The CPU is recorded before the node is
+ * read, so that a move in between shows at the next malloc.  The word is
+ * looked up again each time: the process may have found its nodes since. */
+static void follow_cpu(struct hak_heap *heap)
+{
+    const volatile int32_t *word = hak_numa_cpu_word();
+    hak_tls.cpu_word = word ? word : &unwatched_cpu;
+    hak_tls.cpu = *hak_tls.cpu_word;
+    unsigned node = hak_numa_thread_node();
+    if (HAK_UNLIKELY(node != heap->node))
+        move_to_node(heap, node);
+}
+
 static struct hak_heap *heap_create(void)
 {
     hak_init();
@@ -398,9 +417,11 @@ void *hak_heap_refill(struct hak_heap *heap, unsigned cls, size_t size)
     /* Here the heap is consistent, so hwloc may allocate through it. */
     if (HAK_UNLIKELY(!atomic_load_explicit(&topology_checked, memory_order_relaxed)))
         maybe_discover_topology();
-    unsigned node = hak_numa_thread_node();
-    if (HAK_UNLIKELY(node != heap->node))
-        move_to_node(heap, node);
+    follow_cpu(heap);
+    /* Not empty after a move to another CPU of the same node. */
+    void *cached = heap->head[cls];
+    if (cached)
+        return hak_heap_pop(heap, cls, cached);
     if (atomic_load_explicit(&heap->delayed, memory_order_relaxed))
         drain_delayed(heap);
     if (HAK_UNLIKELY(hak_harden.checked))
@@ -636,9 +657,7 @@ void hak_heap_follow_thread_node(void)
      * the process. */
     if (!atomic_load_explicit(&topology_checked, memory_order_relaxed))
         discover_topology();
-    unsigned node = hak_numa_thread_node();
-    if (node != heap->node)
-        move_to_node(heap, node);
+    follow_cpu(heap);
 }
 
 void hak_heap_thread_exit(void *arg)

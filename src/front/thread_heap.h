@@ -2,7 +2,11 @@
  * blocks per class.  malloc pops from the cache, free pushes onto it; an
  * empty cache refills and a full one flushes half, in batches, out of line
  * (thread_heap.c).  The fast paths never ask which NUMA node they run on:
- * free compares the block's node with the thread's, both already at hand. */
+ * free compares the block's node with the thread's, both already at hand,
+ * and malloc leaves for the refill when the kernel has moved the thread to
+ * another CPU (struct hak_thread), so that the refill sends the caches'
+ * blocks home if the CPU is on another node.  free needs no such check: the
+ * blocks it caches before the next malloc go home with the others. */
 #ifndef HAK_THREAD_HEAP_H
 #define HAK_THREAD_HEAP_H
 
@@ -13,7 +17,8 @@
 extern __thread struct hak_thread hak_tls __attribute__((tls_model("initial-exec")));
 
 /* A block of class cls (or, in checked mode, of a class that also fits
- * size and a canary) when the cache is empty. */
+ * size and a canary) when the cache is empty or the thread has moved to
+ * another CPU. */
 void *hak_heap_refill(struct hak_heap *heap, unsigned cls, size_t size);
 void hak_heap_flush(struct hak_heap *heap, unsigned cls);
 /* A free the cache cannot take: another node's block, a thread without a
@@ -22,7 +27,8 @@ void hak_heap_free_other(struct hak_slab *slab, void *block);
 /* Aborts naming what is wrong with freeing block. */
 void hak_heap_free_invalid(struct hak_slab *slab, void *block) __attribute__((noreturn, cold));
 /* After the calling thread was re-pinned: when it now runs on another node,
- * its cached blocks go home and its next malloc takes memory here. */
+ * its cached blocks go home and its next malloc takes memory here (where
+ * glibc did not register rseq, malloc could not tell until a refill). */
 void hak_heap_follow_thread_node(void);
 /* Every free of a slab's block in checked mode (harden.h). */
 void hak_heap_free_checked(struct hak_slab *slab, void *block);
@@ -31,18 +37,23 @@ size_t hak_heap_requested_size(struct hak_slab *slab, void *block);
 /* Thread exit: empties the caches, hands back or abandons every slab. */
 void hak_heap_thread_exit(void *heap);
 
+/* The cache's first block; block is heap->head[cls], not NULL. */
+static inline void *hak_heap_pop(struct hak_heap *heap, unsigned cls, void *block)
+{
+    heap->head[cls] = hak_link_get(block);
+    hak_block_untag(block);
+    heap->room[cls]++;
+    heap->allocs[cls]++;
+    return block;
+}
+
 /* size: what the caller asked for, which only the checked mode reads. */
 static inline void *hak_heap_alloc(unsigned cls, size_t size)
 {
     struct hak_heap *heap = hak_tls.heap;
     void *block = heap->head[cls];
-    if (HAK_LIKELY(block)) {
-        heap->head[cls] = hak_link_get(block);
-        hak_block_untag(block);
-        heap->room[cls]++;
-        heap->allocs[cls]++;
-        return block;
-    }
+    if (HAK_LIKELY(block && *hak_tls.cpu_word == hak_tls.cpu))
+        return hak_heap_pop(heap, cls, block);
     return hak_heap_refill(heap, cls, size);
 }
 

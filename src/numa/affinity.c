@@ -1,9 +1,11 @@
 /* A thread that pins itself to another node's CPUs gets that node's memory
- * from its very next malloc, not from its next cache refill: hakmem wraps
- * the two calls that re-pin a thread and, once the kernel has moved the
- * thread, sends the blocks its caches hold back to their home node.  The
- * fast paths stay free of any node check (issue 5).  Moves the kernel makes
- * on its own, and re-pinning another thread, are still noticed at the
+ * from its very next malloc: hakmem wraps the two calls that re-pin a thread
+ * and, once the kernel has moved the thread, sends the blocks its caches
+ * hold back to their home node.  Where glibc registered rseq, malloc itself
+ * notices every move once the process knows its nodes (thread_heap.h); the
+ * wrappers still matter for the rest: a process that has not loaded its
+ * topology yet loads it now (a thread that pins itself cares where its
+ * memory is), and without rseq a move is otherwise noticed only at the
  * thread's next refill. */
 #include "config.h"
 

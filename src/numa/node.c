@@ -1,5 +1,7 @@
 #include "node.h"
 
+#include <stddef.h>
+
 #include "config.h"
 
 #include <stdatomic.h>
@@ -233,6 +235,13 @@ unsigned hak_numa_thread_node(void)
     return cpu < map->cpu_count ? map->cpu_node[cpu] : 0;
 }
 
+const volatile int32_t *hak_numa_cpu_word(void)
+{
+    if (!atomic_load_explicit(&published, memory_order_acquire))
+        return NULL;
+    return hak_numa_rseq_cpu_word();
+}
+
 unsigned hak_numa_os_node(unsigned index)
 {
     const struct hak_numa_map *map = atomic_load_explicit(&published, memory_order_acquire);
@@ -256,6 +265,11 @@ unsigned hak_numa_node_count(void)
 unsigned hak_numa_thread_node(void)
 {
     return 0;
+}
+
+const volatile int32_t *hak_numa_cpu_word(void)
+{
+    return NULL;
 }
 
 unsigned hak_numa_os_node(unsigned index)

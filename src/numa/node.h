@@ -12,6 +12,7 @@
 #define HAK_NODE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Start-up: reads /sys/devices/system/node/online, after the options are
  * loaded.  No malloc. */
@@ -35,6 +36,11 @@ unsigned hak_numa_node_count(void);
  * slow paths (heap creation, refills): it reads the CPU from rseq, or makes
  * a system call where glibc did not register rseq. */
 unsigned hak_numa_thread_node(void);
+
+/* Where the kernel keeps the calling thread's CPU up to date (rseq), while
+ * the process knows several nodes; NULL on one node and where glibc did not
+ * register rseq.  A change of the word is a move the heap must look at. */
+const volatile int32_t *hak_numa_cpu_word(void);
 
 /* The OS id (for mbind) of node index; index < hak_numa_node_count(). */
 unsigned hak_numa_os_node(unsigned index);

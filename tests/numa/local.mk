@@ -18,6 +18,10 @@ NUMA_GUEST_TESTS = \
 	tests/numa/guest_hakmem_numactl.sh \
 	tests/numa/guest_membind.sh \
 	tests/numa/guest_migrate.sh \
+	tests/numa/guest_migrate_libnuma.sh \
+	tests/numa/guest_migrate_norseq.sh \
+	tests/numa/guest_migrate_other.sh \
+	tests/numa/guest_migrate_syscall.sh \
 	tests/numa/guest_nodes.sh \
 	tests/numa/guest_onnode.sh \
 	tests/numa/guest_placement.sh \

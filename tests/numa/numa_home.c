@@ -13,6 +13,12 @@
  *                caches hold home blocks), moves itself to away with
  *                sched_setaffinity and allocates past a cache refill of
  *                every class: every block it gets after the move is on away.
+ *   migrate-syscall, migrate-libnuma, migrate-other
+ *                the same, but the thread moves without the C library's
+ *                sched_setaffinity, which hakmem wraps: with the system
+ *                call itself, with libnuma's numa_run_on_node (which makes
+ *                the system call; skipped without libnuma.so.1), or moved
+ *                by another process (as by taskset -p).
  *   onnode       hak_malloc_onnode(size, node) from threads on home and away
  *                puts the block on node, for every node, and hak_node_of says
  *                so; either thread may free it.
@@ -28,6 +34,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <sys/wait.h>
 
 #include "numa_util.h"
 
@@ -314,9 +321,50 @@ static void check_after_migration(const struct block_set *after)
              local, away->id);
 }
 
-static void *migrate(void *unused)
+/* How the migrate scenarios move the thread; hakmem sees only the first. */
+enum mover { MOVE_LIBC, MOVE_SYSCALL, MOVE_LIBNUMA, MOVE_OTHER_PROCESS };
+
+/* Looked up at run time: the test links the C library only. */
+static int (*run_on_node)(int node);
+
+static bool move_by_other_process(pid_t tid, const struct numa_node *node)
 {
-    (void)unused;
+    pid_t child = fork();
+    if (child == 0)
+        _exit(syscall(SYS_sched_setaffinity, tid, sizeof node->cpus, &node->cpus) == 0 ? 0 : 1);
+    int status;
+    return child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) &&
+           WEXITSTATUS(status) == 0;
+}
+
+/* Moves the calling thread to node; the kernel has moved it once the call
+ * returns (the other process's, once the thread next runs). */
+static bool move_thread(const struct numa_node *node, enum mover mover)
+{
+    bool moved;
+    switch (mover) {
+    case MOVE_LIBC:
+        return pin_or_fail(node);
+    case MOVE_SYSCALL:
+        moved = syscall(SYS_sched_setaffinity, 0, sizeof node->cpus, &node->cpus) == 0;
+        break;
+    case MOVE_LIBNUMA:
+        moved = run_on_node(node->id) == 0;
+        break;
+    default:
+        moved = move_by_other_process(gettid(), node);
+        break;
+    }
+    if (!moved || numa_current_node() != node->id) {
+        hard_error("cannot move the thread to its node");
+        return false;
+    }
+    return true;
+}
+
+static void *migrate(void *argument)
+{
+    enum mover mover = (enum mover)(intptr_t)argument;
     struct block_set before[SIZE_COUNT], after;
     if (!pin_or_fail(home))
         return NULL;
@@ -333,7 +381,7 @@ static void *migrate(void *unused)
             free(before[s].blocks[i]);
         before[s].count = kept;
     }
-    if (!pin_or_fail(away))
+    if (!move_thread(away, mover))
         return NULL;
     printf("moved from node %d to node %d; blocks allocated after the move:\n", home->id, away->id);
     printf("%-9s %6s %12s %12s %8s %7s\n", "size", "blocks", "from-before", "off-node", "pages",
@@ -485,6 +533,15 @@ static int early(void)
 
 /* ---- main ---- */
 
+static int mover_of(const char *scenario)
+{
+    return strcmp(scenario, "migrate") == 0           ? MOVE_LIBC
+           : strcmp(scenario, "migrate-syscall") == 0 ? MOVE_SYSCALL
+           : strcmp(scenario, "migrate-libnuma") == 0 ? MOVE_LIBNUMA
+           : strcmp(scenario, "migrate-other") == 0   ? MOVE_OTHER_PROCESS
+                                                      : -1;
+}
+
 static int run_pair(void *(*home_thread)(void *), void *(*away_thread)(void *), void *home_argument,
                     void *away_argument)
 {
@@ -503,7 +560,8 @@ static int run_pair(void *(*home_thread)(void *), void *(*away_thread)(void *), 
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: numa_home remote-free|migrate|onnode|early\n");
+        fprintf(stderr, "usage: numa_home remote-free|migrate|migrate-syscall|migrate-libnuma|"
+                        "migrate-other|onnode|early\n");
         return 2;
     }
     node_of = (int (*)(const void *))dlsym(RTLD_DEFAULT, "hak_node_of");
@@ -526,6 +584,14 @@ int main(int argc, char **argv)
         printf("SKIP: fewer than two nodes to run on (online: %s)\n", machine.online);
         return EXIT_SKIP;
     }
+    if (mover_of(argv[1]) == MOVE_LIBNUMA) {
+        void *libnuma = dlopen("libnuma.so.1", RTLD_NOW);
+        run_on_node = libnuma ? (int (*)(int))dlsym(libnuma, "numa_run_on_node") : NULL;
+        if (run_on_node == NULL) {
+            printf("SKIP: no libnuma.so.1 with numa_run_on_node\n");
+            return EXIT_SKIP;
+        }
+    }
     int status;
     if (strcmp(argv[1], "remote-free") == 0) {
         status = run_pair(remote_free_home, remote_free_away, NULL, NULL);
@@ -533,9 +599,10 @@ int main(int argc, char **argv)
         status = run_pair(onnode_side, onnode_side, (void *)(intptr_t)0, (void *)(intptr_t)1);
     } else if (strcmp(argv[1], "early") == 0) {
         status = early();
-    } else if (strcmp(argv[1], "migrate") == 0) {
+    } else if (mover_of(argv[1]) >= 0) {
         pthread_t thread;
-        status = pthread_create(&thread, NULL, migrate, NULL) == 0 ? 0 : EXIT_HARD_ERROR;
+        void *mover = (void *)(intptr_t)mover_of(argv[1]);
+        status = pthread_create(&thread, NULL, migrate, mover) == 0 ? 0 : EXIT_HARD_ERROR;
         if (status == 0)
             pthread_join(thread, NULL);
     } else {
