@@ -32,7 +32,8 @@ CLEANFILES += tests/numa/test-suite.log
 
 # Machine shapes to boot guests of (tools/numa-vm --list-shapes), and the
 # seconds each guest may take.
-NUMA_SHAPES = pkg-per-node-2 snc-2 pkgs-2-per-node smt cxl no-hwloc uneven 4-nodes 8-nodes
+NUMA_SHAPES = pkg-per-node-2 snc-2 pkgs-2-per-node smt cxl no-hwloc uneven sparse 4-nodes \
+	8-nodes
 NUMA_GUEST_TIMEOUT = 300
 
 check-numa: tests/numa/numa_smoke tests/numa/numa_home $(lib_LTLIBRARIES)
