@@ -1,21 +1,25 @@
 #!/bin/sh
 # Runs the NUMA test suite (run-suite.sh) in tools/numa-vm guests of several
-# node counts, one boot per node count, and writes an automake-style
-# test-suite.log whose summary (# PASS: N, ...) it also prints.
+# machine shapes (tools/numa-vm --list-shapes), one boot per shape, and
+# writes an automake-style test-suite.log whose summary (# PASS: N, ...) it
+# also prints.  Each result is tagged with its shape: PASS: guest_nodes [smt].
 set -u
 
 usage()
 {
     cat <<'USAGE'
-Usage: tests/numa/check-numa.sh --builddir DIR [--nodes "2 4"] [--log FILE]
+Usage: tests/numa/check-numa.sh --builddir DIR [--shapes "SHAPE..."] [--log FILE]
                                 [--hakmem-lib FILE] [--timeout SECONDS]
+
+The shape no-hwloc boots without libhwloc, which every other shape carries.
 USAGE
 }
 
 suite_dir=$(cd "$(dirname "$0")" && pwd)
 top_srcdir=$(cd "$suite_dir/../.." && pwd)
+numa_vm=$top_srcdir/tools/numa-vm
 builddir=
-node_counts="2 4"
+shapes="pkg-per-node-2 snc-2 pkgs-2-per-node smt cxl no-hwloc uneven sparse 4-nodes 8-nodes"
 log=tests/numa/test-suite.log
 hakmem_lib=
 timeout_s=300
@@ -23,7 +27,7 @@ timeout_s=300
 while [ $# -gt 0 ]; do
     case $1 in
     --builddir) builddir=$2; shift 2 ;;
-    --nodes) node_counts=$2; shift 2 ;;
+    --shapes) shapes=$2; shift 2 ;;
     --log) log=$2; shift 2 ;;
     --hakmem-lib) hakmem_lib=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
@@ -36,6 +40,13 @@ if [ -z "$builddir" ]; then
     exit 2
 fi
 builddir=$(cd "$builddir" && pwd)
+known_shapes=$("$numa_vm" --list-shapes | awk '/^[^ ]/ { print $1 }')
+for shape in $shapes; do
+    if ! echo "$known_shapes" | grep -qx -- "$shape"; then
+        echo "check-numa: no shape '$shape'; tools/numa-vm --list-shapes lists them" >&2
+        exit 2
+    fi
+done
 set -- --carry "$suite_dir"
 for program in numa_smoke numa_home; do
     if [ ! -x "$builddir/tests/numa/$program" ]; then
@@ -45,13 +56,14 @@ for program in numa_smoke numa_home; do
     set -- "$@" --carry "$builddir/tests/numa/$program"
 done
 
-# hakmem opens hwloc with dlopen, which ldd does not see: without it in the
-# guest hakmem finds one node and the placement tests fail.
+# hakmem opens hwloc with dlopen, which ldd does not see: it is carried into
+# every guest but no-hwloc's, where hakmem must make do with sysfs.
 find_hwloc()
 {
     /sbin/ldconfig -p 2>/dev/null | awk '$1 == "libhwloc.so.15" && /x86-64/ { print $NF; exit }'
 }
 
+hwloc=
 if [ -f "$hakmem_lib" ]; then
     hwloc=$(find_hwloc)
     if [ -z "$hwloc" ] && [ "$(id -u)" -eq 0 ]; then
@@ -63,7 +75,7 @@ if [ -f "$hakmem_lib" ]; then
         echo "check-numa: libhwloc.so.15 is not installed (apt-get install libhwloc15)" >&2
         exit 2
     fi
-    set -- "$@" --carry "$hakmem_lib" --carry "$hwloc"
+    set -- "$@" --carry "$hakmem_lib"
 else
     hakmem_lib=
 fi
@@ -71,21 +83,25 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/check-numa.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-for nodes in $node_counts; do
+for shape in $shapes; do
+    shape_hwloc=$hwloc
+    if [ "$shape" = no-hwloc ]; then
+        shape_hwloc=
+    fi
     started=$(date +%s.%N)
-    "$top_srcdir/tools/numa-vm" --timeout "$timeout_s" "$@" "$nodes" \
-        env NUMA_EXPECTED_NODES="$nodes" NUMA_BUILDDIR="$builddir" HAKMEM_LIB="$hakmem_lib" \
-        sh "$suite_dir/run-suite.sh" >"$work/guest-$nodes.out" 2>&1
+    "$numa_vm" --shape "$shape" --timeout "$timeout_s" "$@" ${shape_hwloc:+--carry "$shape_hwloc"} \
+        env NUMA_BUILDDIR="$builddir" HAKMEM_LIB="$hakmem_lib" \
+        sh "$suite_dir/run-suite.sh" >"$work/guest-$shape.out" 2>&1
     status=$?
     elapsed=$(awk -v start="$started" -v end="$(date +%s.%N)" \
         'BEGIN { printf "%.1f", end - start }')
     # A guest that did not finish the suite counts as one error.
     if [ $status -ne 0 ]; then
-        echo ":test-result: ERROR numa-vm (exit status $status)" >>"$work/guest-$nodes.out"
+        echo ":test-result: ERROR numa-vm (exit status $status)" >>"$work/guest-$shape.out"
     fi
-    echo "guest with $nodes nodes: ${elapsed}s" >"$work/guest-$nodes.time"
-    awk -v nodes="$nodes" '/^:test-result: / { print $2 ": " $3 " [" nodes " nodes]" }' \
-        "$work/guest-$nodes.out"
+    echo "guest $shape: ${elapsed}s" >"$work/guest-$shape.time"
+    awk -v shape="$shape" '/^:test-result: / { print $2 ": " $3 " [" shape "]" }' \
+        "$work/guest-$shape.out"
 done
 
 mkdir -p "$(dirname "$log")"
@@ -100,20 +116,22 @@ mkdir -p "$(dirname "$log")"
 } >"$work/summary"
 
 {
-    echo "NUMA test suite (tests/numa), one tools/numa-vm guest per node count"
+    echo "NUMA test suite (tests/numa), one tools/numa-vm guest per machine shape"
     echo
     cat "$work/summary"
-    for nodes in $node_counts; do
+    for shape in $shapes; do
         echo
-        echo "--- $(cat "$work/guest-$nodes.time")"
-        cat "$work/guest-$nodes.out"
+        echo "--- $(cat "$work/guest-$shape.time")"
+        cat "$work/guest-$shape.out"
     done
 } >"$log"
 
 echo "============================================================"
-echo "NUMA suite summary (node counts: $node_counts)"
+echo "NUMA suite summary (shapes: $shapes)"
 echo "============================================================"
 cat "$work/summary"
-cat "$work"/guest-*.time
+for shape in $shapes; do
+    cat "$work/guest-$shape.time"
+done
 echo "See $log"
 ! grep -qE '^# (FAIL|ERROR): [1-9]' "$work/summary"

@@ -1,5 +1,5 @@
 # The NUMA suite runs in QEMU guests with emulated nodes (tools/numa-vm), one
-# boot per node count, so it has its own target rather than joining `make
+# boot per machine shape, so it has its own target rather than joining `make
 # check`: `make check-numa`.  Its tests are the guest_*.sh scripts that
 # tests/numa/run-suite.sh finds; numa_smoke and numa_home link only the C
 # library, so that the malloc they exercise is whichever LD_PRELOAD names
@@ -34,13 +34,15 @@ EXTRA_DIST += tools/numa-vm tests/numa/check-numa.sh tests/numa/run-suite.sh \
 TESTS += tests/numa/test_numa_locality.sh
 CLEANFILES += tests/numa/test-suite.log
 
-# Node counts to boot guests with, and the seconds each guest may take.
-NUMA_NODE_COUNTS = 2 4
+# Machine shapes to boot guests of (tools/numa-vm --list-shapes), and the
+# seconds each guest may take.
+NUMA_SHAPES = pkg-per-node-2 snc-2 pkgs-2-per-node smt cxl no-hwloc uneven sparse 4-nodes \
+	8-nodes
 NUMA_GUEST_TIMEOUT = 300
 
 check-numa: tests/numa/numa_smoke tests/numa/numa_home $(lib_LTLIBRARIES)
 	$(SHELL) $(srcdir)/tests/numa/check-numa.sh --builddir "$(abs_top_builddir)" \
-	    --nodes "$(NUMA_NODE_COUNTS)" --timeout "$(NUMA_GUEST_TIMEOUT)" \
+	    --shapes "$(NUMA_SHAPES)" --timeout "$(NUMA_GUEST_TIMEOUT)" \
 	    --hakmem-lib "$(abs_top_builddir)/src/.libs/libhakmem.so" \
 	    --log tests/numa/test-suite.log
 
