@@ -55,6 +55,13 @@ for program in numa_smoke numa_home; do
     fi
     set -- "$@" --carry "$builddir/tests/numa/$program"
 done
+# guest_topology.sh reads HAKMEM_STATS's report of a process that loads the
+# topology.
+if [ ! -x "$builddir/tests/hwloc_probe" ]; then
+    echo "check-numa: $builddir/tests/hwloc_probe is not built" >&2
+    exit 2
+fi
+set -- "$@" --carry "$builddir/tests/hwloc_probe"
 
 # hakmem opens hwloc with dlopen, which ldd does not see: it is carried into
 # every guest but no-hwloc's, where hakmem must make do with sysfs.

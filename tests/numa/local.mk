@@ -25,7 +25,8 @@ NUMA_GUEST_TESTS = \
 	tests/numa/guest_nodes.sh \
 	tests/numa/guest_onnode.sh \
 	tests/numa/guest_placement.sh \
-	tests/numa/guest_remote_free.sh
+	tests/numa/guest_remote_free.sh \
+	tests/numa/guest_topology.sh
 EXTRA_DIST += tools/numa-vm tests/numa/check-numa.sh tests/numa/run-suite.sh \
 	$(NUMA_GUEST_TESTS) tests/numa/test_numa_locality.sh
 
@@ -40,7 +41,7 @@ NUMA_SHAPES = pkg-per-node-2 snc-2 pkgs-2-per-node smt cxl no-hwloc uneven spars
 	8-nodes
 NUMA_GUEST_TIMEOUT = 300
 
-check-numa: tests/numa/numa_smoke tests/numa/numa_home $(lib_LTLIBRARIES)
+check-numa: tests/numa/numa_smoke tests/numa/numa_home tests/hwloc_probe $(lib_LTLIBRARIES)
 	$(SHELL) $(srcdir)/tests/numa/check-numa.sh --builddir "$(abs_top_builddir)" \
 	    --shapes "$(NUMA_SHAPES)" --timeout "$(NUMA_GUEST_TIMEOUT)" \
 	    --hakmem-lib "$(abs_top_builddir)/src/.libs/libhakmem.so" \
