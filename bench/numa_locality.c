@@ -1,13 +1,17 @@
 /*
  * NUMA locality: the share of the pages of newly allocated blocks that are
  * on the node of the thread that allocated them.  One thread per node (of
- * those the process may run on) goes through three scenarios, each ending
+ * those the process may run on) goes through four scenarios, each ending
  * with a move_pages census of the blocks allocated in it:
  *
  *   alloc    every thread allocates and fills a mix of small, Mid and L25
  *            blocks;
  *   remote   every thread frees the blocks the thread of the next node
- *            allocated, then allocates the same mix again;
+ *            allocated (remote frees), then allocates the same mix again;
+ *   reuse    every thread frees the next node's blocks again, and once all
+ *            have, allocates the same sizes once more: its own blocks,
+ *            freed on another node, are there to be reused, and must come
+ *            back on its node;
  *   migrate  every thread frees its blocks, moves to the next node and
  *            allocates the mix again; local means on the new node.
  *
@@ -15,7 +19,8 @@
  * LD_PRELOAD names.  Prints one line per scenario for people (with local and
  * all pages of each kind: small up to 1 KiB, Mid up to 32 KiB, L25) and one
  * line `numa_locality ops_per_s=... local_pct=... minflt=... maxrss_kb=...`
- * for tools/hakmem-compare, whose local_pct is the lowest of the scenarios'.
+ * for tools/hakmem-compare, whose local_pct is the lowest of the scenarios'
+ * and local_pct_overall the share over the pages of all four.
  * ops counts the mallocs and frees of the timed parts (allocating and
  * freeing, not the censuses).
  */
@@ -25,8 +30,8 @@
 #include "../tests/numa/numa_util.h"
 #include "bench_util.h"
 
-enum { ALLOC, REMOTE, MIGRATE, SCENARIO_COUNT };
-static const char *const scenario_names[SCENARIO_COUNT] = {"alloc", "remote", "migrate"};
+enum { ALLOC, REMOTE, REUSE, MIGRATE, SCENARIO_COUNT };
+static const char *const scenario_names[SCENARIO_COUNT] = {"alloc", "remote", "reuse", "migrate"};
 
 /* Block kinds, by hakmem's size classes, to tell people which kind strays. */
 enum { SMALL, MID, L25, KIND_COUNT };
@@ -141,6 +146,21 @@ static void *run_worker(void *argument)
     worker->seconds[REMOTE] = bench_now() - start;
     take_census(worker, REMOTE, worker->node->id);
 
+    /* The same exchange, but nobody allocates until every block is home. */
+    pthread_barrier_wait(&step);
+    received = next->blocks;
+    mine = worker->blocks;
+    replacement = bench_xcalloc((size_t)params[BLOCKS].value, sizeof *replacement);
+    pthread_barrier_wait(&step);
+    start = bench_now();
+    free_all(received);
+    pthread_barrier_wait(&step);
+    free(mine);
+    worker->blocks = replacement;
+    allocate_all(worker);
+    worker->seconds[REUSE] = bench_now() - start;
+    take_census(worker, REUSE, worker->node->id);
+
     pthread_barrier_wait(&step);
     start = bench_now();
     free_all(worker->blocks);
@@ -187,6 +207,7 @@ int main(int argc, char **argv)
 
     double local_pct[SCENARIO_COUNT], slowest[SCENARIO_COUNT] = {0};
     double lowest = 100.0, seconds = 0.0;
+    long all_pages = 0, all_local = 0;
     for (int s = 0; s < SCENARIO_COUNT; s++) {
         long pages = 0, local = 0, kind_pages[KIND_COUNT] = {0}, kind_local[KIND_COUNT] = {0};
         for (int w = 0; w < worker_count; w++) {
@@ -207,6 +228,8 @@ int main(int argc, char **argv)
             pages += kind_pages[kind];
             local += kind_local[kind];
         }
+        all_pages += pages;
+        all_local += local;
         local_pct[s] = pages ? 100.0 * (double)local / (double)pages : 100.0;
         lowest = local_pct[s] < lowest ? local_pct[s] : lowest;
         seconds += slowest[s];
@@ -217,8 +240,8 @@ int main(int argc, char **argv)
         printf("\n");
     }
     /* Each thread: one allocation per block in each scenario, one free per
-     * block in remote and migrate. */
-    double ops = (double)worker_count * (double)params[BLOCKS].value * 5.0;
+     * block in remote, reuse and migrate. */
+    double ops = (double)worker_count * (double)params[BLOCKS].value * 7.0;
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);
     printf("numa_locality ops_per_s=%.0f ops=%.0f seconds=%.6f minflt=%ld maxrss_kb=%ld"
@@ -227,6 +250,8 @@ int main(int argc, char **argv)
            lowest);
     for (int s = 0; s < SCENARIO_COUNT; s++)
         printf(" local_pct_%s=%.2f", scenario_names[s], local_pct[s]);
+    printf(" local_pct_overall=%.2f",
+           all_pages ? 100.0 * (double)all_local / (double)all_pages : 100.0);
     printf(" nodes=%d blocks=%ld seed=%ld\n", worker_count, params[BLOCKS].value,
            params[SEED].value);
     return 0;

@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench/numa_locality on this machine, under glibc and under hakmem: it runs
-# its three scenarios and prints the line tools/hakmem-compare parses, with
+# its four scenarios and prints the line tools/hakmem-compare parses, with
 # every local share 100% on a machine of one node.  (The NUMA guest runs it
 # on several nodes: tools/hakmem-compare --numa.)
 program=${HAKMEM_BUILDDIR:-.}/bench/numa_locality
@@ -24,14 +24,14 @@ for preload in "" "$hakmem"; do
     fi
     line=$(echo "$output" | grep '^numa_locality ')
     for key in ops_per_s minflt maxrss_kb local_pct local_pct_alloc local_pct_remote \
-        local_pct_migrate; do
+        local_pct_reuse local_pct_migrate local_pct_overall; do
         echo "$line" | grep -qE " $key=[0-9.]+( |\$)" || {
             echo "FAIL: no $key=NUMBER in the result line"
             failed=1
         }
     done
-    [ "$(echo "$output" | grep -c '^scenario ')" -eq 3 ] || {
-        echo "FAIL: not three scenario lines"
+    [ "$(echo "$output" | grep -c '^scenario ')" -eq 4 ] || {
+        echo "FAIL: not four scenario lines"
         failed=1
     }
     if [ "$nodes" = 0 ] && ! echo "$line" | grep -q ' local_pct=100.00 '; then
