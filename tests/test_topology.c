@@ -514,6 +514,8 @@ int main(void)
 #else
     hak_numa_init();
     hak_numa_discover();
+    CHECK(note_starts("topology: one node (built without NUMA support)\n"),
+          "a build without NUMA: the note says otherwise");
     CHECK(hak_numa_node_count() == 1, "a build without NUMA reports %u nodes",
           hak_numa_node_count());
     CHECK(hak_numa_thread_node() == 0, "a build without NUMA puts the thread on node %u",

@@ -29,13 +29,11 @@ enum discovery_state {
 };
 
 static _Atomic int discovery = DISCOVERY_UNNEEDED;
-/* Published once and never freed, so readers need no reference to it. */
-static _Atomic(const struct hak_numa_map *) published;
 
 /* What HAKMEM_STATS=1 says of the topology: where it came from and why,
- * and the node of each CPU.  Written before discovery and once by it. */
+ * and the node of each CPU.  Written at start-up, and once by discovery
+ * (found_note). */
 static struct hak_printer start_note = {.fd = -1};
-static struct hak_printer found_note = {.fd = -1};
 
 void hak_numa_init(void)
 {
@@ -56,6 +54,10 @@ void hak_numa_init(void)
 }
 
 #if HAKMEM_HAVE_NUMA
+
+/* Published once and never freed, so readers need no reference to it. */
+static _Atomic(const struct hak_numa_map *) published;
+static struct hak_printer found_note = {.fd = -1};
 
 /* Discovery runs once per process, inside malloc: its scratch is static. */
 static struct hak_numa_layout layout;
