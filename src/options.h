@@ -28,6 +28,16 @@ struct hak_options {
 extern struct hak_options hak_options;
 
 void hak_options_load(void);
+/* Changes a byte-sized option (OPT_BYTES in the table) while the process
+ * runs, for mallopt; false for a name that is no such option. */
+bool hak_options_set_bytes(const char *name, size_t value);
+
+/* The HotSpanBox budget, which mallopt may change while other threads read
+ * it. */
+static inline size_t hak_options_hot_bytes(void)
+{
+    return __atomic_load_n(&hak_options.hot_bytes, __ATOMIC_RELAXED);
+}
 /* Writes the table with current values (for the stats report). */
 void hak_options_print(int fd);
 

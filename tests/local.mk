@@ -13,7 +13,8 @@ hakmem_c_tests = \
 	tests/test_oom \
 	tests/test_release \
 	tests/test_page_telemetry \
-	tests/test_misuse
+	tests/test_misuse \
+	tests/test_trim
 
 check_PROGRAMS += $(hakmem_c_tests) tests/cxx_map_threads
 TESTS += $(hakmem_c_tests) tests/test_preload.sh tests/test_exports.sh \
@@ -87,6 +88,11 @@ tests_test_misuse_SOURCES = tests/test_misuse.c tests/harness.h
 tests_test_misuse_CFLAGS = $(hakmem_test_cflags)
 tests_test_misuse_LDFLAGS = $(hakmem_test_ldflags)
 tests_test_misuse_LDADD = src/libhakmem.la
+
+tests_test_trim_SOURCES = tests/test_trim.c tests/harness.h
+tests_test_trim_CFLAGS = $(hakmem_test_cflags)
+tests_test_trim_LDFLAGS = $(hakmem_test_ldflags)
+tests_test_trim_LDADD = src/libhakmem.la
 
 # Run by test_preload.sh with and without hakmem preloaded, so it links only
 # the C++ runtime.

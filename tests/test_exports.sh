@@ -1,7 +1,8 @@
 #!/bin/sh
-# libhakmem.so must export exactly the allocation API: the standard names and
-# the hak_ functions that include/hakmem.h declares (and, in a NUMA build, the
-# two calls that re-pin a thread), nothing else.  Anything
+# libhakmem.so must export exactly the allocation API: the standard names,
+# glibc's __libc_ aliases and malloc extensions, the hak_ functions that
+# include/hakmem.h declares (and, in a NUMA build, the two calls that re-pin
+# a thread), nothing else.  Anything
 # more is an internal symbol that can clash with the program's own.
 set -u
 
@@ -27,7 +28,9 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/test_exports.XXXXXX") || exit 99
 trap 'rm -rf "$work"' EXIT
 
 standard="malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc
-pvalloc malloc_usable_size"
+pvalloc malloc_usable_size
+__libc_malloc __libc_free __libc_calloc __libc_realloc __libc_memalign __libc_valloc __libc_pvalloc
+malloc_trim malloc_stats mallopt"
 # A NUMA build also wraps the calls that re-pin a thread (src/numa/affinity.c).
 if grep -q '^#define HAKMEM_HAVE_NUMA 1' "$builddir/config.h" 2>/dev/null; then
     standard="$standard sched_setaffinity pthread_setaffinity_np"

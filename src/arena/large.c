@@ -158,7 +158,7 @@ void hak_large_free(struct hak_large *large, void *ptr)
         hak_fatal_note("double free of", ptr, "large block");
     if (hak_harden.checked)
         hak_canary_verify(ptr, large->requested, large->usable, "large block");
-    size_t budget = hak_options.hot_bytes / 2;
+    size_t budget = hak_options_hot_bytes() / 2;
     if (large->offset != HAK_PAGE_SIZE || large->head.map_size > budget) {
         unmap(large);
         return;
@@ -213,6 +213,24 @@ bool hak_large_resize(struct hak_large *large, size_t size)
     large->usable = total - large->offset;
     count_pages(large, size, true);
     return true;
+}
+
+size_t hak_large_release_cached(unsigned node)
+{
+    struct large_cache *cache = &caches[node];
+    struct hak_large *evicted[CACHE_SLOTS];
+    if (!__atomic_load_n(&cache->count, __ATOMIC_RELAXED))
+        return 0;
+    pthread_mutex_lock(&cache->lock);
+    unsigned count = cache->count;
+    size_t bytes = cache->bytes;
+    memcpy(evicted, cache->slots, count * sizeof(evicted[0]));
+    cache->count = 0;
+    cache->bytes = 0;
+    pthread_mutex_unlock(&cache->lock);
+    for (unsigned i = 0; i < count; i++)
+        unmap(evicted[i]);
+    return bytes;
 }
 
 void hak_large_lock_all(void)

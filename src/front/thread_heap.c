@@ -573,6 +573,45 @@ static void add_stats(struct hak_class_stats *total, const struct hak_heap *heap
     total->remote_frees += s->remote_frees;
 }
 
+/* ---- malloc_trim ---- */
+
+static void flush_all(struct hak_heap *heap)
+{
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
+        void *list = heap->head[cls];
+        heap->head[cls] = NULL;
+        heap->room[cls] = heap->limit[cls];
+        flush_list(heap, list);
+    }
+}
+
+void hak_heap_trim(void)
+{
+    struct hak_heap *heap = hak_tls.heap;
+    if (heap == &hak_empty_heap)
+        return;
+    drain_delayed(heap);
+    flush_all(heap);
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
+        /* Blocks other threads freed make more slabs empty. */
+        for (struct hak_slab *slab = heap->partial[cls].head, *next; slab; slab = next) {
+            next = slab->next;
+            hak_slab_collect_remote(slab);
+            retire_if_empty(heap, slab);
+        }
+        /* The current slab too: the next refill takes another. */
+        struct hak_slab *cur = heap->cur[cls];
+        if (cur == &hak_empty_slab)
+            continue;
+        hak_slab_collect_remote(cur);
+        if (cur->used == 0 && !cur->queued) {
+            heap->cur[cls] = &hak_empty_slab;
+            heap->stats[cls].slabs_out++;
+            release_to_backend(cur);
+        }
+    }
+}
+
 /* ---- thread exit ---- */
 
 static void leave_slab(struct hak_slab *slab)
@@ -588,12 +627,7 @@ static void leave_slab(struct hak_slab *slab)
  * backend, the others are abandoned for another heap to adopt. */
 static void leave_all_slabs(struct hak_heap *heap)
 {
-    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
-        void *list = heap->head[cls];
-        heap->head[cls] = NULL;
-        heap->room[cls] = heap->limit[cls];
-        flush_list(heap, list);
-    }
+    flush_all(heap);
     /* Disown first: once no slab names this heap, no remote free can queue
      * one on it, and the heap's memory can be reused. */
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
