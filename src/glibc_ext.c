@@ -1,6 +1,7 @@
 /* glibc's extensions to the malloc API (<malloc.h>), answered with hakmem's
  * own figures and actions: a program that tunes or inspects glibc's malloc
  * gets a true answer instead of one about glibc's untouched heap. */
+#include <limits.h>
 #include <malloc.h>
 
 #include "arena/hot_span_box.h"
@@ -12,6 +13,65 @@
 #include "internal.h"
 #include "numa/node.h"
 #include "options.h"
+#include "stats.h"
+
+static uint64_t counter(enum hak_stat which)
+{
+    return atomic_load_explicit(&hak_stat_counters[which], memory_order_relaxed);
+}
+
+/* Freed memory a node's backends keep resident for reuse: spans in the
+ * HotSpanBox and large mappings; adds their number to count. */
+static uint64_t node_retained(unsigned node, uint64_t *count)
+{
+    return hak_hot_span_retained(node, count) + hak_large_cached(node, count);
+}
+
+/* In glibc's terms, with hakmem's figures (README.md, "glibc's malloc
+ * extensions"). */
+HAK_API struct mallinfo2 mallinfo2(void)
+{
+    struct hak_heap_usage heaps;
+    hak_heap_usage(&heaps);
+    uint64_t retained = 0, retained_count = 0;
+    for (unsigned node = 0; node < hak_numa_node_count(); node++)
+        retained += node_retained(node, &retained_count);
+    return (struct mallinfo2){
+        .arena = counter(HAK_STAT_MAPPED_BYTES) - counter(HAK_STAT_UNMAPPED_BYTES),
+        .ordblks = retained_count,
+        .smblks = heaps.cached_blocks,
+        .hblks = counter(HAK_STAT_LARGE_LIVE),
+        .hblkhd = counter(HAK_STAT_LARGE_LIVE_MAPPED),
+        .usmblks = 0,
+        .fsmblks = heaps.cached_bytes,
+        .uordblks = heaps.in_use_bytes + counter(HAK_STAT_LARGE_LIVE_USABLE) +
+                    counter(HAK_STAT_NODE_BLOCK_BYTES),
+        .fordblks = heaps.cached_bytes + retained,
+        .keepcost = retained,
+    };
+}
+
+static int saturate(size_t value)
+{
+    return value > INT_MAX ? INT_MAX : (int)value;
+}
+
+HAK_API struct mallinfo mallinfo(void)
+{
+    struct mallinfo2 info = mallinfo2();
+    return (struct mallinfo){
+        .arena = saturate(info.arena),
+        .ordblks = saturate(info.ordblks),
+        .smblks = saturate(info.smblks),
+        .hblks = saturate(info.hblks),
+        .hblkhd = saturate(info.hblkhd),
+        .usmblks = saturate(info.usmblks),
+        .fsmblks = saturate(info.fsmblks),
+        .uordblks = saturate(info.uordblks),
+        .fordblks = saturate(info.fordblks),
+        .keepcost = saturate(info.keepcost),
+    };
+}
 
 /* pad: glibc leaves that much at the top of its heap; hakmem has no top.
  * Other threads' caches stay: only their owners may touch them. */

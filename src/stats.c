@@ -36,6 +36,10 @@ static const char *const counter_names[HAK_STAT_COUNT] = {
     [HAK_STAT_ABANDONED_SLABS] = "slabs_abandoned",
     [HAK_STAT_ADOPTED_SLABS] = "slabs_adopted",
     [HAK_STAT_THREADS] = "thread_heaps",
+    [HAK_STAT_LARGE_LIVE] = "large_in_use",
+    [HAK_STAT_LARGE_LIVE_MAPPED] = "large_in_use_mapped",
+    [HAK_STAT_LARGE_LIVE_USABLE] = "large_in_use_usable",
+    [HAK_STAT_NODE_BLOCK_BYTES] = "node_block_bytes",
 };
 
 static void print_classes(struct hak_printer *out)

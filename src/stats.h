@@ -17,6 +17,11 @@ enum hak_stat {
     HAK_STAT_ABANDONED_SLABS,
     HAK_STAT_ADOPTED_SLABS,
     HAK_STAT_THREADS,
+    /* Gauges, up and down: the blocks in use outside the slabs. */
+    HAK_STAT_LARGE_LIVE,        /* large mappings handed out */
+    HAK_STAT_LARGE_LIVE_MAPPED, /* their bytes mapped */
+    HAK_STAT_LARGE_LIVE_USABLE, /* their bytes usable */
+    HAK_STAT_NODE_BLOCK_BYTES,  /* hak_malloc_onnode's blocks, by pages */
     HAK_STAT_COUNT,
 };
 
@@ -67,6 +72,11 @@ static inline void hak_stat_pages_out(enum hak_page_bucket bucket, uint64_t firs
 static inline void hak_stat_add(enum hak_stat which, uint64_t n)
 {
     atomic_fetch_add_explicit(&hak_stat_counters[which], n, memory_order_relaxed);
+}
+
+static inline void hak_stat_gauge(enum hak_stat which, int64_t delta)
+{
+    atomic_fetch_add_explicit(&hak_stat_counters[which], (uint64_t)delta, memory_order_relaxed);
 }
 
 /* The topology layer's account of where the nodes came from, which

@@ -14,7 +14,8 @@ hakmem_c_tests = \
 	tests/test_release \
 	tests/test_page_telemetry \
 	tests/test_misuse \
-	tests/test_trim
+	tests/test_trim \
+	tests/test_glibc_ext
 
 check_PROGRAMS += $(hakmem_c_tests) tests/cxx_map_threads
 TESTS += $(hakmem_c_tests) tests/test_preload.sh tests/test_exports.sh \
@@ -93,6 +94,11 @@ tests_test_trim_SOURCES = tests/test_trim.c tests/harness.h
 tests_test_trim_CFLAGS = $(hakmem_test_cflags)
 tests_test_trim_LDFLAGS = $(hakmem_test_ldflags)
 tests_test_trim_LDADD = src/libhakmem.la
+
+tests_test_glibc_ext_SOURCES = tests/test_glibc_ext.c tests/harness.h
+tests_test_glibc_ext_CFLAGS = $(hakmem_test_cflags)
+tests_test_glibc_ext_LDFLAGS = $(hakmem_test_ldflags)
+tests_test_glibc_ext_LDADD = src/libhakmem.la
 
 # Run by test_preload.sh with and without hakmem preloaded, so it links only
 # the C++ runtime.

@@ -13,6 +13,7 @@
 struct hot_span_box {
     pthread_mutex_t lock;
     size_t bytes;
+    size_t spans;
     struct hak_slab *oldest; /* age order, through age_next/age_prev */
     struct hak_slab *newest;
     struct hak_span_bins bins; /* the hottest of a length first */
@@ -36,6 +37,7 @@ static void age_append(struct hot_span_box *box, struct hak_slab *span)
     else
         box->oldest = span;
     box->newest = span;
+    box->spans++;
 }
 
 static void unlink_span(struct hot_span_box *box, struct hak_slab *span)
@@ -51,6 +53,7 @@ static void unlink_span(struct hot_span_box *box, struct hak_slab *span)
         box->newest = span->age_prev;
     span->age_next = span->age_prev = NULL;
     box->bytes -= span_bytes(span);
+    box->spans--;
 }
 
 /* Unlinks what is over budget or too old; the caller decommits it unlocked.
@@ -252,6 +255,13 @@ void hak_hot_span_put(struct hak_slab *span)
         if (drop[i])
             hak_span_desc_free(drop[i]);
     release(evicted);
+}
+
+size_t hak_hot_span_retained(unsigned node, uint64_t *count)
+{
+    struct hot_span_box *box = &boxes[node];
+    *count += __atomic_load_n(&box->spans, __ATOMIC_RELAXED);
+    return __atomic_load_n(&box->bytes, __ATOMIC_RELAXED);
 }
 
 size_t hak_hot_span_release_all(unsigned node)

@@ -86,6 +86,17 @@ bool hak_heap_setup(void);
 /* Adds the per-class counters of every live heap to totals. */
 void hak_heap_sum_stats(struct hak_class_stats totals[HAK_NUM_CLASSES]);
 
+/* What the thread heaps hold, for mallinfo. */
+struct hak_heap_usage {
+    /* Blocks handed to the program and not freed, by their class's size.
+     * A block another thread freed counts until its slab's owner collects
+     * it (at a refill of the class). */
+    uint64_t in_use_bytes;
+    uint64_t cached_blocks; /* free, in the threads' caches */
+    uint64_t cached_bytes;
+};
+void hak_heap_usage(struct hak_heap_usage *usage);
+
 void hak_heap_registry_lock(void);
 void hak_heap_registry_unlock(void);
 
