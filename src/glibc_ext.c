@@ -1,8 +1,10 @@
 /* glibc's extensions to the malloc API (<malloc.h>), answered with hakmem's
  * own figures and actions: a program that tunes or inspects glibc's malloc
  * gets a true answer instead of one about glibc's untouched heap. */
+#include <errno.h>
 #include <limits.h>
 #include <malloc.h>
+#include <stdio.h>
 
 #include "arena/hot_span_box.h"
 #include "arena/large.h"
@@ -13,6 +15,7 @@
 #include "internal.h"
 #include "numa/node.h"
 #include "options.h"
+#include "print.h"
 #include "stats.h"
 
 static uint64_t counter(enum hak_stat which)
@@ -124,4 +127,88 @@ HAK_API int mallopt(int param, int value)
     default:
         return 0;
     }
+}
+
+static void print_attr(struct hak_printer *out, const char *name, uint64_t value)
+{
+    hak_print_str(out, " ");
+    hak_print_str(out, name);
+    hak_print_str(out, "=\"");
+    hak_print_u64(out, value, 0);
+    hak_print_str(out, "\"");
+}
+
+/* <TAG type="TYPE" [count="COUNT"] size="SIZE"/>; count only for totals. */
+static void print_element(struct hak_printer *out, const char *tag, const char *type,
+                          const uint64_t *count, uint64_t size)
+{
+    hak_print_str(out, "<");
+    hak_print_str(out, tag);
+    hak_print_str(out, " type=\"");
+    hak_print_str(out, type);
+    hak_print_str(out, "\"");
+    if (count)
+        print_attr(out, "count", *count);
+    print_attr(out, "size", size);
+    hak_print_str(out, "/>\n");
+}
+
+/* What a heap and the whole process say of their address space. */
+static void print_system(struct hak_printer *out, uint64_t current, uint64_t max, uint64_t aspace)
+{
+    print_element(out, "system", "current", NULL, current);
+    print_element(out, "system", "max", NULL, max);
+    print_element(out, "aspace", "total", NULL, aspace);
+    print_element(out, "aspace", "mprotect", NULL, aspace);
+}
+
+/* The text goes out with fwrite, which may allocate the stream's buffer:
+ * that is a malloc from outside hakmem, with no lock of hakmem's held. */
+static void emit(struct hak_printer *text, FILE *fp)
+{
+    fwrite(text->buf, 1, text->len, fp);
+    text->len = 0;
+}
+
+/* glibc's shape, one <heap> per NUMA node: a node's free memory is what
+ * its backends keep resident (<total type="rest">); the threads' caches
+ * belong to no node and appear in the process's totals, as fast bins. */
+HAK_API int malloc_info(int options, FILE *fp)
+{
+    if (options != 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct hak_printer out = {.fd = -1};
+    hak_print_str(&out, "<malloc version=\"1\">\n");
+    emit(&out, fp);
+    uint64_t zero = 0, retained = 0, retained_count = 0;
+    for (unsigned node = 0; node < hak_numa_node_count(); node++) {
+        uint64_t count = 0;
+        uint64_t bytes = node_retained(node, &count);
+        uint64_t mapped = atomic_load_explicit(&hak_stat_node_mapped[node], memory_order_relaxed);
+        retained += bytes;
+        retained_count += count;
+        hak_print_str(&out, "<heap nr=\"");
+        hak_print_u64(&out, node, 0);
+        hak_print_str(&out, "\">\n<sizes>\n</sizes>\n");
+        print_element(&out, "total", "fast", &zero, 0);
+        print_element(&out, "total", "rest", &count, bytes);
+        print_system(&out, mapped,
+                     atomic_load_explicit(&hak_stat_node_peak[node], memory_order_relaxed), mapped);
+        hak_print_str(&out, "</heap>\n");
+        emit(&out, fp);
+    }
+    struct hak_heap_usage heaps;
+    hak_heap_usage(&heaps);
+    uint64_t large = counter(HAK_STAT_LARGE_LIVE);
+    print_element(&out, "total", "fast", &heaps.cached_blocks, heaps.cached_bytes);
+    print_element(&out, "total", "rest", &retained_count, retained);
+    print_element(&out, "total", "mmap", &large, counter(HAK_STAT_LARGE_LIVE_MAPPED));
+    print_system(&out, atomic_load_explicit(&hak_stat_nodes_mapped, memory_order_relaxed),
+                 atomic_load_explicit(&hak_stat_nodes_peak, memory_order_relaxed),
+                 counter(HAK_STAT_MAPPED_BYTES) - counter(HAK_STAT_UNMAPPED_BYTES));
+    hak_print_str(&out, "</malloc>\n");
+    emit(&out, fp);
+    return 0;
 }

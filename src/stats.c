@@ -13,6 +13,9 @@ _Atomic uint64_t hak_stat_counters[HAK_STAT_COUNT];
 struct hak_page_counts hak_stat_pages[HAK_PAGE_BUCKETS];
 _Atomic uint64_t hak_stat_node_mapped[64];
 _Atomic uint64_t hak_stat_remote_by_pair[64][64];
+_Atomic uint64_t hak_stat_node_peak[64];
+_Atomic uint64_t hak_stat_nodes_mapped;
+_Atomic uint64_t hak_stat_nodes_peak;
 
 _Static_assert(HAK_MAX_NODES == 64, "per-node counters");
 _Static_assert(HAK_PAGES_MID == HAK_SMALL_CLASSES, "one page bucket per small class");

@@ -30,7 +30,7 @@ trap 'rm -rf "$work"' EXIT
 standard="malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc
 pvalloc malloc_usable_size
 __libc_malloc __libc_free __libc_calloc __libc_realloc __libc_memalign __libc_valloc __libc_pvalloc
-malloc_trim mallinfo mallinfo2 malloc_stats mallopt"
+malloc_trim mallinfo mallinfo2 malloc_stats malloc_info mallopt"
 # A NUMA build also wraps the calls that re-pin a thread (src/numa/affinity.c).
 if grep -q '^#define HAKMEM_HAVE_NUMA 1' "$builddir/config.h" 2>/dev/null; then
     standard="$standard sched_setaffinity pthread_setaffinity_np"

@@ -2,10 +2,13 @@
  * program holds (within 10% of what it asked for, 200 MiB in mixed sizes)
  * and drops as it frees; mallinfo saturates mallinfo2's figures; mallopt
  * takes M_TRIM_THRESHOLD as the HotSpanBox budget and returns what
- * README.md says; malloc_stats prints hakmem's report; the __libc_ names
- * are hakmem's.
+ * README.md says; malloc_stats prints hakmem's report; malloc_info refuses
+ * options other than 0; the __libc_ names
+ * are hakmem's.  With --info, prints malloc_info's XML for
+ * test_malloc_info.sh instead.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <malloc.h>
@@ -185,6 +188,15 @@ static void test_malloc_stats(void)
           "malloc_stats did not print hakmem's report on stderr (got \"%s\")", text);
 }
 
+/* The XML itself is test_malloc_info.sh's to check. */
+static void test_malloc_info_options(void)
+{
+    errno = 0;
+    int status = malloc_info(1, stdout);
+    CHECK(status == -1 && errno == EINVAL, "malloc_info(1, ...) returned %d, errno %d", status,
+          errno);
+}
+
 static void test_libc_names(void)
 {
     char *block = __libc_malloc(opaque_size(100));
@@ -209,11 +221,19 @@ static void test_libc_names(void)
     }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "--info")) {
+        void *held = malloc(opaque_size(3 * MiB));
+        free(malloc(opaque_size(100 * KiB)));
+        int status = malloc_info(0, stdout);
+        free(held);
+        return status == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    }
     test_mallinfo2();
     test_mallopt();
     test_malloc_stats();
+    test_malloc_info_options();
     test_libc_names();
     return test_result("test_glibc_ext");
 }
