@@ -4,6 +4,7 @@ src_libhakmem_la_SOURCES = \
 	src/internal.h \
 	src/malloc_api.c \
 	src/glibc_ext.c \
+	src/cxx_operators.c \
 	src/init.c \
 	src/harden.c src/harden.h \
 	src/memcheck.h \
