@@ -20,10 +20,10 @@ hakmem_c_tests = \
 check_PROGRAMS += $(hakmem_c_tests) tests/cxx_map_threads tests/test_cxx_operators
 TESTS += $(hakmem_c_tests) tests/test_cxx_operators tests/test_preload.sh tests/test_exports.sh \
 	tests/test_harden_levels.sh tests/test_format.sh tests/test_malloc_info.sh \
-	tests/test_cxx_operators.sh
+	tests/test_cxx_preload.sh
 EXTRA_DIST += tests/test_preload.sh tests/preload_compare.sh tests/test_exports.sh \
 	tests/test_harden_levels.sh tests/test_format.sh tests/test_malloc_info.sh \
-	tests/test_cxx_operators.sh
+	tests/test_cxx_preload.sh
 
 TEST_EXTENSIONS = .sh
 SH_LOG_COMPILER = $(SHELL)

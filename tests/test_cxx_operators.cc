@@ -4,7 +4,7 @@
 // retry succeeds; nothrow new returns nullptr, aligned new aligns, and every
 // delete form frees (the next new of the size gets the block back).
 // With --wrong-size it makes a sized delete with the wrong size, which
-// test_cxx_operators.sh runs at HAKMEM_HARDEN=2 to see it refused.
+// test_cxx_preload.sh runs at HAKMEM_HARDEN=2 to see it refused.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
