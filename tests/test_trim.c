@@ -1,10 +1,12 @@
 /* malloc_trim gives back what hakmem retains: after a program writes and
  * frees about 200 MiB in mixed sizes (small, Mid, L25 and large blocks),
  * malloc_trim(0) returns 1 and brings RSS back to within a few MiB of where
- * it started; called again with nothing retained, it returns 0.
+ * it started; called again with nothing retained, it returns 0.  Blocks of
+ * a thread that exited, freed by another, are given back too.
  */
 #define _GNU_SOURCE
 #include <malloc.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -23,12 +25,8 @@ static const struct size_tier tiers[] = {
     {1000, 1024 * 1024 + 1, 4 * 1024 * 1024},
 };
 
-int main(void)
+static void test_mixed_sizes(void)
 {
-    if (under_valgrind()) {
-        printf("under valgrind RSS is valgrind's: skipped\n");
-        return EXIT_SKIP;
-    }
     /* The block table comes from the kernel, so that only the blocks
      * themselves are hakmem's. */
     void **blocks = mmap(NULL, MAX_BLOCKS * sizeof(void *), PROT_READ | PROT_WRITE,
@@ -75,5 +73,63 @@ int main(void)
     CHECK(rss_trimmed <= rss_start + SLACK,
           "after malloc_trim RSS is %.1f MiB, %.1f MiB above the start (want at most %zu)",
           (double)rss_trimmed / MiB, ((double)rss_trimmed - (double)rss_start) / MiB, SLACK / MiB);
+    munmap(blocks, MAX_BLOCKS * sizeof(void *));
+}
+
+#define EXITED_BLOCKS 4096
+#define EXITED_SIZE 8192
+
+static void *allocate_and_exit(void *arg)
+{
+    void **blocks = arg;
+    for (size_t i = 0; i < EXITED_BLOCKS; i++) {
+        size_t size = i % 2 ? EXITED_SIZE : EXITED_SIZE / 32;
+        blocks[i] = malloc(opaque_size(size));
+        if (!blocks[i])
+            hard_error("malloc failed in the thread");
+        memset(blocks[i], 0x3c, size);
+    }
+    return NULL;
+}
+
+/* The thread's slabs are abandoned when it exits, with its blocks in them;
+ * this thread frees the blocks, onto the slabs' remote lists, where no
+ * owner collects them. */
+static void test_exited_thread(void)
+{
+    static void *blocks[EXITED_BLOCKS];
+    malloc_trim(0);
+    size_t rss_start = rss_bytes();
+    size_t used_start = mallinfo2().uordblks;
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, allocate_and_exit, blocks) != 0 ||
+        pthread_join(thread, NULL) != 0)
+        hard_error("cannot run a thread");
+    for (size_t i = 0; i < EXITED_BLOCKS; i++)
+        free(blocks[i]);
+    size_t rss_freed = rss_bytes();
+    int trimmed = malloc_trim(0);
+    size_t rss_trimmed = rss_bytes();
+    size_t used_trimmed = mallinfo2().uordblks;
+    printf("an exited thread's %d blocks freed here: RSS %.1f MiB at start, %.1f MiB freed, "
+           "%.1f MiB trimmed\n",
+           EXITED_BLOCKS, (double)rss_start / MiB, (double)rss_freed / MiB,
+           (double)rss_trimmed / MiB);
+    CHECK(trimmed == 1, "malloc_trim(0) returned %d, not 1", trimmed);
+    CHECK(rss_trimmed <= rss_start + MiB,
+          "after malloc_trim RSS is %.1f MiB, %.1f MiB above the start", (double)rss_trimmed / MiB,
+          ((double)rss_trimmed - (double)rss_start) / MiB);
+    CHECK(used_trimmed <= used_start + 64 * KiB,
+          "after malloc_trim uordblks is %zu, %zu before the thread ran", used_trimmed, used_start);
+}
+
+int main(void)
+{
+    if (under_valgrind()) {
+        printf("under valgrind RSS is valgrind's: skipped\n");
+        return EXIT_SKIP;
+    }
+    test_mixed_sizes();
+    test_exited_thread();
     return test_result("test_trim");
 }

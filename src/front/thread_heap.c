@@ -597,6 +597,30 @@ static void flush_all(struct hak_heap *heap)
     }
 }
 
+/* Slabs of exited threads whose blocks have all been freed since (onto
+ * their remote lists) go back to their backends; heap collects, as an
+ * adopter would. */
+static void release_abandoned(struct hak_heap *heap)
+{
+    for (unsigned node = 0; node < hak_numa_node_count(); node++) {
+        for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
+            struct hak_slab *in_use = NULL;
+            for (struct hak_slab *slab = hak_abandoned_take_all(node, cls), *next; slab;
+                 slab = next) {
+                next = slab->next;
+                collect(heap, slab);
+                if (slab->used == 0) {
+                    release_to_backend(slab);
+                } else {
+                    slab->next = in_use;
+                    in_use = slab;
+                }
+            }
+            hak_abandoned_restore(in_use);
+        }
+    }
+}
+
 void hak_heap_trim(void)
 {
     struct hak_heap *heap = hak_tls.heap;
@@ -622,6 +646,7 @@ void hak_heap_trim(void)
             release_to_backend(cur);
         }
     }
+    release_abandoned(heap);
 }
 
 /* ---- thread exit ---- */

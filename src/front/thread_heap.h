@@ -29,7 +29,8 @@ void hak_heap_free_checked(struct hak_slab *slab, void *block);
 /* Checked mode: the size a block was asked with, its canary intact. */
 size_t hak_heap_requested_size(struct hak_slab *slab, void *block);
 /* malloc_trim: the calling thread's cached blocks go back to their slabs,
- * and its slabs left empty to their backends. */
+ * and its slabs left empty to their backends, with the empty slabs of
+ * exited threads. */
 void hak_heap_trim(void);
 /* Thread exit: empties the caches, hands back or abandons every slab. */
 void hak_heap_thread_exit(void *heap);
