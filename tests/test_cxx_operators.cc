@@ -35,6 +35,7 @@ static std::size_t opaque(std::size_t size)
 }
 
 static const std::size_t huge_size = SIZE_MAX / 2;
+static void *volatile sink;
 
 static void test_resolution()
 {
@@ -57,8 +58,10 @@ static void test_bad_alloc()
 {
     bool thrown = false;
     try {
-        char *block = new char[opaque(huge_size)];
-        delete[] block;
+        // Stored, or the compiler may drop a new-expression paired with
+        // its delete.
+        sink = new char[opaque(huge_size)];
+        delete[] static_cast<char *>(sink);
     } catch (const std::bad_alloc &) {
         thrown = true;
     }
