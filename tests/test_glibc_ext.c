@@ -1,6 +1,7 @@
 /* glibc's malloc extensions answered by hakmem: mallinfo2 counts the bytes a
  * program holds (within 10% of what it asked for, 200 MiB in mixed sizes)
- * and drops as it frees; mallinfo saturates mallinfo2's figures; mallopt
+ * and drops as it frees; mallinfo gives mallinfo2's figures, saturated at
+ * INT_MAX; mallopt
  * takes M_TRIM_THRESHOLD as the HotSpanBox budget and returns what
  * README.md says; malloc_stats prints hakmem's report; malloc_info refuses
  * options other than 0; the __libc_ names
@@ -129,6 +130,28 @@ static void test_mallinfo2(void)
     free(sizes);
 }
 
+/* A block of 3 GiB, never touched, takes the int fields past INT_MAX. */
+static void test_mallinfo_saturates(void)
+{
+    void *big = malloc(opaque_size((size_t)3 << 30));
+    if (!big) {
+        printf("no 3 GiB of address space (ulimit -v?): saturation not tested\n");
+        return;
+    }
+    struct mallinfo2 wide = mallinfo2();
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    struct mallinfo narrow = mallinfo();
+#pragma GCC diagnostic pop
+    CHECK(wide.uordblks > INT_MAX && wide.hblkhd > INT_MAX,
+          "holding 3 GiB, mallinfo2 says uordblks %zu, hblkhd %zu", wide.uordblks, wide.hblkhd);
+    CHECK(narrow.uordblks == INT_MAX && narrow.hblkhd == INT_MAX && narrow.arena == INT_MAX &&
+              narrow.hblks == (int)wide.hblks,
+          "holding 3 GiB, mallinfo says uordblks %d, hblkhd %d, arena %d, hblks %d",
+          narrow.uordblks, narrow.hblkhd, narrow.arena, narrow.hblks);
+    free(big);
+}
+
 /* Frees 32 L25 blocks, more than the thread's ring keeps, and returns the
  * bytes the backends then keep resident. */
 static size_t keepcost_after_frees(void)
@@ -231,6 +254,7 @@ int main(int argc, char **argv)
         return status == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
     }
     test_mallinfo2();
+    test_mallinfo_saturates();
     test_mallopt();
     test_malloc_stats();
     test_malloc_info_options();
