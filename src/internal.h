@@ -224,6 +224,10 @@ struct hak_class_stats {
     uint64_t slabs_in;     /* slabs taken from a backend or adopted */
     uint64_t slabs_out;    /* empty slabs given back */
     uint64_t remote_frees; /* blocks sent to another node's or thread's slab */
+    /* Blocks taken from slabs less blocks given back to them (mallinfo's
+     * in-use figure); one heap's may go negative, by blocks it collected
+     * that another heap took. */
+    int64_t blocks_held;
 };
 
 /* A list of slabs linked through next/prev. */

@@ -3,6 +3,8 @@ lib_LTLIBRARIES += src/libhakmem.la
 src_libhakmem_la_SOURCES = \
 	src/internal.h \
 	src/malloc_api.c \
+	src/glibc_ext.c \
+	src/cxx_operators.c \
 	src/init.c \
 	src/harden.c src/harden.h \
 	src/memcheck.h \

@@ -294,3 +294,12 @@ EXPORT_AS(memalign, hak_memalign);
 EXPORT_AS(valloc, hak_valloc);
 EXPORT_AS(pvalloc, hak_pvalloc);
 EXPORT_AS(malloc_usable_size, hak_malloc_usable_size);
+/* glibc's own names for its allocator, which some programs call directly:
+ * under hakmem they must reach hakmem, or a block would cross allocators. */
+EXPORT_AS(__libc_malloc, hak_malloc);
+EXPORT_AS(__libc_free, hak_free);
+EXPORT_AS(__libc_calloc, hak_calloc);
+EXPORT_AS(__libc_realloc, hak_realloc);
+EXPORT_AS(__libc_memalign, hak_memalign);
+EXPORT_AS(__libc_valloc, hak_valloc);
+EXPORT_AS(__libc_pvalloc, hak_pvalloc);

@@ -164,6 +164,17 @@ void hak_options_load(void)
         hak_options.stats = HAK_STATS_TEXT;
 }
 
+bool hak_options_set_bytes(const char *name, size_t value)
+{
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        if (table[i].type == OPT_BYTES && !strcmp(table[i].name, name)) {
+            __atomic_store_n((size_t *)table[i].value, value, __ATOMIC_RELAXED);
+            return true;
+        }
+    }
+    return false;
+}
+
 static uint64_t number_value(const struct option *opt)
 {
     switch (opt->type) {

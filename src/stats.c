@@ -16,6 +16,9 @@ _Atomic uint64_t hak_stat_counters[HAK_STAT_COUNT];
 struct hak_page_counts hak_stat_pages[HAK_PAGE_BUCKETS];
 _Atomic uint64_t hak_stat_node_mapped[64];
 _Atomic uint64_t hak_stat_remote_by_pair[64][64];
+_Atomic uint64_t hak_stat_node_peak[64];
+_Atomic uint64_t hak_stat_nodes_mapped;
+_Atomic uint64_t hak_stat_nodes_peak;
 
 _Static_assert(HAK_MAX_NODES == 64, "per-node counters");
 _Static_assert(HAK_PAGES_MID == HAK_SMALL_CLASSES, "one page bucket per small class");
@@ -39,6 +42,10 @@ static const char *const counter_names[HAK_STAT_COUNT] = {
     [HAK_STAT_ABANDONED_SLABS] = "slabs_abandoned",
     [HAK_STAT_ADOPTED_SLABS] = "slabs_adopted",
     [HAK_STAT_THREADS] = "thread_heaps",
+    [HAK_STAT_LARGE_LIVE] = "large_in_use",
+    [HAK_STAT_LARGE_LIVE_MAPPED] = "large_in_use_mapped",
+    [HAK_STAT_LARGE_LIVE_USABLE] = "large_in_use_usable",
+    [HAK_STAT_NODE_BLOCK_BYTES] = "node_block_bytes",
 };
 
 static void print_classes(struct hak_printer *out)

@@ -17,6 +17,11 @@ enum hak_stat {
     HAK_STAT_ABANDONED_SLABS,
     HAK_STAT_ADOPTED_SLABS,
     HAK_STAT_THREADS,
+    /* Gauges, up and down: the blocks in use outside the slabs. */
+    HAK_STAT_LARGE_LIVE,        /* large mappings handed out */
+    HAK_STAT_LARGE_LIVE_MAPPED, /* their bytes mapped */
+    HAK_STAT_LARGE_LIVE_USABLE, /* their bytes usable */
+    HAK_STAT_NODE_BLOCK_BYTES,  /* hak_malloc_onnode's blocks, by pages */
     HAK_STAT_COUNT,
 };
 
@@ -45,10 +50,32 @@ extern struct hak_page_counts hak_stat_pages[HAK_PAGE_BUCKETS];
 /* Bytes mapped per node, and frees of another node's blocks by pair. */
 extern _Atomic uint64_t hak_stat_node_mapped[64];
 extern _Atomic uint64_t hak_stat_remote_by_pair[64][64];
+/* The most each node, and all nodes together, ever had mapped, and what
+ * all have now (malloc_info). */
+extern _Atomic uint64_t hak_stat_node_peak[64];
+extern _Atomic uint64_t hak_stat_nodes_mapped;
+extern _Atomic uint64_t hak_stat_nodes_peak;
+
+static inline void hak_stat_raise_peak(_Atomic uint64_t *peak, uint64_t value)
+{
+    uint64_t seen = atomic_load_explicit(peak, memory_order_relaxed);
+    while (value > seen && !atomic_compare_exchange_weak_explicit(
+                               peak, &seen, value, memory_order_relaxed, memory_order_relaxed))
+        ;
+}
 
 static inline void hak_stat_node_map(unsigned node, int64_t bytes)
 {
-    atomic_fetch_add_explicit(&hak_stat_node_mapped[node], (uint64_t)bytes, memory_order_relaxed);
+    uint64_t now = atomic_fetch_add_explicit(&hak_stat_node_mapped[node], (uint64_t)bytes,
+                                             memory_order_relaxed) +
+                   (uint64_t)bytes;
+    uint64_t all =
+        atomic_fetch_add_explicit(&hak_stat_nodes_mapped, (uint64_t)bytes, memory_order_relaxed) +
+        (uint64_t)bytes;
+    if (bytes > 0) {
+        hak_stat_raise_peak(&hak_stat_node_peak[node], now);
+        hak_stat_raise_peak(&hak_stat_nodes_peak, all);
+    }
 }
 
 static inline void hak_stat_remote_free(unsigned from, unsigned to)
@@ -67,6 +94,11 @@ static inline void hak_stat_pages_out(enum hak_page_bucket bucket, uint64_t firs
 static inline void hak_stat_add(enum hak_stat which, uint64_t n)
 {
     atomic_fetch_add_explicit(&hak_stat_counters[which], n, memory_order_relaxed);
+}
+
+static inline void hak_stat_gauge(enum hak_stat which, int64_t delta)
+{
+    atomic_fetch_add_explicit(&hak_stat_counters[which], (uint64_t)delta, memory_order_relaxed);
 }
 
 /* The topology layer's account of where the nodes came from, which

@@ -13,13 +13,17 @@ hakmem_c_tests = \
 	tests/test_oom \
 	tests/test_release \
 	tests/test_page_telemetry \
-	tests/test_misuse
+	tests/test_misuse \
+	tests/test_trim \
+	tests/test_glibc_ext
 
-check_PROGRAMS += $(hakmem_c_tests) tests/cxx_map_threads
-TESTS += $(hakmem_c_tests) tests/test_preload.sh tests/test_exports.sh \
-	tests/test_harden_levels.sh tests/test_format.sh tests/test_stats_report.sh
+check_PROGRAMS += $(hakmem_c_tests) tests/cxx_map_threads tests/test_cxx_operators
+TESTS += $(hakmem_c_tests) tests/test_cxx_operators tests/test_preload.sh tests/test_exports.sh \
+	tests/test_harden_levels.sh tests/test_format.sh tests/test_malloc_info.sh \
+	tests/test_cxx_preload.sh tests/test_stats_report.sh
 EXTRA_DIST += tests/test_preload.sh tests/preload_compare.sh tests/test_exports.sh \
-	tests/test_harden_levels.sh tests/test_format.sh tests/test_stats_report.sh
+	tests/test_harden_levels.sh tests/test_format.sh tests/test_malloc_info.sh \
+	tests/test_cxx_preload.sh tests/test_stats_report.sh
 
 TEST_EXTENSIONS = .sh
 SH_LOG_COMPILER = $(SHELL)
@@ -87,6 +91,22 @@ tests_test_misuse_SOURCES = tests/test_misuse.c tests/harness.h
 tests_test_misuse_CFLAGS = $(hakmem_test_cflags)
 tests_test_misuse_LDFLAGS = $(hakmem_test_ldflags)
 tests_test_misuse_LDADD = src/libhakmem.la
+
+tests_test_trim_SOURCES = tests/test_trim.c tests/harness.h
+tests_test_trim_CFLAGS = $(hakmem_test_cflags)
+tests_test_trim_LDFLAGS = $(hakmem_test_ldflags)
+tests_test_trim_LDADD = src/libhakmem.la
+
+tests_test_glibc_ext_SOURCES = tests/test_glibc_ext.c tests/harness.h
+tests_test_glibc_ext_CFLAGS = $(hakmem_test_cflags)
+tests_test_glibc_ext_LDFLAGS = $(hakmem_test_ldflags)
+tests_test_glibc_ext_LDADD = src/libhakmem.la
+
+# C++, linked with libhakmem, whose operators new and delete it tests.
+tests_test_cxx_operators_SOURCES = tests/test_cxx_operators.cc
+tests_test_cxx_operators_CXXFLAGS = $(AM_CXXFLAGS) $(PTHREAD_CFLAGS)
+tests_test_cxx_operators_LDFLAGS = -no-install $(PTHREAD_LIBS)
+tests_test_cxx_operators_LDADD = src/libhakmem.la -ldl
 
 # Run by test_preload.sh with and without hakmem preloaded, so it links only
 # the C++ runtime.

@@ -1,7 +1,9 @@
 #!/bin/sh
-# libhakmem.so must export exactly the allocation API: the standard names and
-# the hak_ functions that include/hakmem.h declares (and, in a NUMA build, the
-# two calls that re-pin a thread), nothing else.  Anything
+# libhakmem.so must export exactly the allocation API: the standard names,
+# glibc's __libc_ aliases and malloc extensions, C++'s operators new and
+# delete in every form, the hak_ functions that
+# include/hakmem.h declares (and, in a NUMA build, the two calls that re-pin
+# a thread), nothing else.  Anything
 # more is an internal symbol that can clash with the program's own.
 set -u
 
@@ -27,7 +29,14 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/test_exports.XXXXXX") || exit 99
 trap 'rm -rf "$work"' EXIT
 
 standard="malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc
-pvalloc malloc_usable_size"
+pvalloc malloc_usable_size
+__libc_malloc __libc_free __libc_calloc __libc_realloc __libc_memalign __libc_valloc __libc_pvalloc
+malloc_trim mallinfo mallinfo2 malloc_stats malloc_info mallopt
+_Znwm _Znam _ZnwmRKSt9nothrow_t _ZnamRKSt9nothrow_t _ZnwmSt11align_val_t _ZnamSt11align_val_t
+_ZnwmSt11align_val_tRKSt9nothrow_t _ZnamSt11align_val_tRKSt9nothrow_t
+_ZdlPv _ZdaPv _ZdlPvm _ZdaPvm _ZdlPvSt11align_val_t _ZdaPvSt11align_val_t
+_ZdlPvmSt11align_val_t _ZdaPvmSt11align_val_t _ZdlPvRKSt9nothrow_t _ZdaPvRKSt9nothrow_t
+_ZdlPvSt11align_val_tRKSt9nothrow_t _ZdaPvSt11align_val_tRKSt9nothrow_t"
 # A NUMA build also wraps the calls that re-pin a thread (src/numa/affinity.c).
 if grep -q '^#define HAKMEM_HAVE_NUMA 1' "$builddir/config.h" 2>/dev/null; then
     standard="$standard sched_setaffinity pthread_setaffinity_np"

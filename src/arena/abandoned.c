@@ -7,13 +7,19 @@ static struct {
     struct hak_slab *lists[HAK_MAX_NODES][HAK_NUM_CLASSES];
 } abandoned = {.lock = HAK_LOCK_INITIALIZER};
 
+/* Under the lock. */
+static void link_slab(struct hak_slab *slab)
+{
+    slab->prev = NULL;
+    slab->next = abandoned.lists[slab->node][slab->cls];
+    __atomic_store_n(&abandoned.lists[slab->node][slab->cls], slab, __ATOMIC_RELEASE);
+}
+
 void hak_abandoned_push(struct hak_slab *slab)
 {
     slab->state = HAK_STATE_ABANDONED;
-    slab->prev = NULL;
     pthread_mutex_lock(&abandoned.lock);
-    slab->next = abandoned.lists[slab->node][slab->cls];
-    __atomic_store_n(&abandoned.lists[slab->node][slab->cls], slab, __ATOMIC_RELEASE);
+    link_slab(slab);
     pthread_mutex_unlock(&abandoned.lock);
     hak_stat_add(HAK_STAT_ABANDONED_SLABS, 1);
 }
@@ -34,6 +40,31 @@ struct hak_slab *hak_abandoned_pop(unsigned node, unsigned cls)
         hak_stat_add(HAK_STAT_ADOPTED_SLABS, 1);
     }
     return slab;
+}
+
+struct hak_slab *hak_abandoned_take_all(unsigned node, unsigned cls)
+{
+    struct hak_slab **list = &abandoned.lists[node][cls];
+    if (!__atomic_load_n(list, __ATOMIC_RELAXED))
+        return NULL;
+    pthread_mutex_lock(&abandoned.lock);
+    struct hak_slab *all = *list;
+    __atomic_store_n(list, NULL, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&abandoned.lock);
+    return all;
+}
+
+void hak_abandoned_restore(struct hak_slab *list)
+{
+    if (!list)
+        return;
+    pthread_mutex_lock(&abandoned.lock);
+    while (list) {
+        struct hak_slab *next = list->next;
+        link_slab(list);
+        list = next;
+    }
+    pthread_mutex_unlock(&abandoned.lock);
 }
 
 void hak_abandoned_lock(void)

@@ -10,6 +10,11 @@
 /* slab must already be disowned (hak_slab_disown). */
 void hak_abandoned_push(struct hak_slab *slab);
 struct hak_slab *hak_abandoned_pop(unsigned node, unsigned cls);
+/* malloc_trim: takes all of node's abandoned slabs of class cls off their
+ * list at once (linked through next); hak_abandoned_restore puts back those
+ * still in use.  Neither counts as abandoning or adopting. */
+struct hak_slab *hak_abandoned_take_all(unsigned node, unsigned cls);
+void hak_abandoned_restore(struct hak_slab *list);
 
 void hak_abandoned_lock(void);
 void hak_abandoned_unlock(void);

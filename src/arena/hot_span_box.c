@@ -13,6 +13,7 @@
 struct hot_span_box {
     pthread_mutex_t lock;
     size_t bytes;
+    size_t spans;
     struct hak_slab *oldest; /* age order, through age_next/age_prev */
     struct hak_slab *newest;
     struct hak_span_bins bins; /* the hottest of a length first */
@@ -36,6 +37,7 @@ static void age_append(struct hot_span_box *box, struct hak_slab *span)
     else
         box->oldest = span;
     box->newest = span;
+    box->spans++;
 }
 
 static void unlink_span(struct hot_span_box *box, struct hak_slab *span)
@@ -51,6 +53,7 @@ static void unlink_span(struct hot_span_box *box, struct hak_slab *span)
         box->newest = span->age_prev;
     span->age_next = span->age_prev = NULL;
     box->bytes -= span_bytes(span);
+    box->spans--;
 }
 
 /* Unlinks what is over budget or too old; the caller decommits it unlocked.
@@ -61,8 +64,8 @@ static struct hak_slab *collect_evictions(struct hot_span_box *box, uint64_t now
     /* Over budget, go down to three quarters of it: one batch of evictions
      * then, whose neighbouring spans share a madvise call, instead of one
      * call per put (each call flushes every CPU's TLB for the process). */
-    size_t target =
-        box->bytes > hak_options.hot_bytes ? hak_options.hot_bytes / 4 * 3 : hak_options.hot_bytes;
+    size_t budget = hak_options_hot_bytes();
+    size_t target = box->bytes > budget ? budget / 4 * 3 : budget;
     while (box->oldest &&
            (box->bytes > target || now >= box->oldest->freed_ms + hak_options.decay_ms)) {
         struct hak_slab *span = box->oldest;
@@ -228,7 +231,7 @@ void hak_hot_span_put(struct hak_slab *span)
     span->kind = HAK_SLAB_INVALID;
     span->state = HAK_STATE_POOL;
     span->end = span->start; /* a stray free into it now fails validation */
-    if (hak_options.hot_bytes == 0) {
+    if (hak_options_hot_bytes() == 0) {
         span->next = NULL;
         release(span);
         return;
@@ -252,6 +255,27 @@ void hak_hot_span_put(struct hak_slab *span)
         if (drop[i])
             hak_span_desc_free(drop[i]);
     release(evicted);
+}
+
+size_t hak_hot_span_retained(unsigned node, uint64_t *count)
+{
+    struct hot_span_box *box = &boxes[node];
+    *count += __atomic_load_n(&box->spans, __ATOMIC_RELAXED);
+    return __atomic_load_n(&box->bytes, __ATOMIC_RELAXED);
+}
+
+size_t hak_hot_span_release_all(unsigned node)
+{
+    struct hot_span_box *box = &boxes[node];
+    if (!__atomic_load_n(&box->bytes, __ATOMIC_RELAXED))
+        return 0;
+    pthread_mutex_lock(&box->lock);
+    size_t bytes = box->bytes;
+    /* No span is younger than the end of time. */
+    struct hak_slab *evicted = collect_evictions(box, UINT64_MAX);
+    pthread_mutex_unlock(&box->lock);
+    release(evicted);
+    return bytes;
 }
 
 void hak_hot_span_lock_all(void)

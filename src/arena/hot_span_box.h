@@ -13,6 +13,11 @@
 struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages);
 /* Keeps a freed (dirty) span. */
 void hak_hot_span_put(struct hak_slab *span);
+/* The bytes node's box holds (mallinfo); adds its spans to count. */
+size_t hak_hot_span_retained(unsigned node, uint64_t *count);
+/* malloc_trim: every hot span of node is decommitted and returned to the
+ * PageArena now, whatever its age; returns the bytes decommitted. */
+size_t hak_hot_span_release_all(unsigned node);
 
 void hak_hot_span_lock_all(void);
 void hak_hot_span_unlock_all(void);

@@ -80,10 +80,19 @@ static struct hak_large *reuse(unsigned node, size_t size)
     return found;
 }
 
+/* sign: 1 as the block is handed out, -1 as it is freed. */
+static void count_live(const struct hak_large *large, int64_t sign)
+{
+    hak_stat_gauge(HAK_STAT_LARGE_LIVE, sign);
+    hak_stat_gauge(HAK_STAT_LARGE_LIVE_MAPPED, sign * (int64_t)large->head.map_size);
+    hak_stat_gauge(HAK_STAT_LARGE_LIVE_USABLE, sign * (int64_t)large->usable);
+}
+
 /* Checked mode: the block is the program's, its canary after size. */
 static void *hand_out(struct hak_large *large, size_t size, bool zeroed)
 {
     void *block = hak_large_block(large);
+    count_live(large, 1);
     if (hak_harden.checked) {
         large->requested = size;
         hak_canary_fill(block, size, large->usable);
@@ -158,7 +167,8 @@ void hak_large_free(struct hak_large *large, void *ptr)
         hak_fatal_note("double free of", ptr, "large block");
     if (hak_harden.checked)
         hak_canary_verify(ptr, large->requested, large->usable, "large block");
-    size_t budget = hak_options.hot_bytes / 2;
+    count_live(large, -1);
+    size_t budget = hak_options_hot_bytes() / 2;
     if (large->offset != HAK_PAGE_SIZE || large->head.map_size > budget) {
         unmap(large);
         return;
@@ -209,10 +219,37 @@ bool hak_large_resize(struct hak_large *large, size_t size)
         return false;
     }
     hak_stat_node_map(large->head.node, (int64_t)(total - old_total));
+    count_live(large, -1);
     large->head.map_size = total;
     large->usable = total - large->offset;
+    count_live(large, 1);
     count_pages(large, size, true);
     return true;
+}
+
+size_t hak_large_cached(unsigned node, uint64_t *count)
+{
+    struct large_cache *cache = &caches[node];
+    *count += __atomic_load_n(&cache->count, __ATOMIC_RELAXED);
+    return __atomic_load_n(&cache->bytes, __ATOMIC_RELAXED);
+}
+
+size_t hak_large_release_cached(unsigned node)
+{
+    struct large_cache *cache = &caches[node];
+    struct hak_large *evicted[CACHE_SLOTS];
+    if (!__atomic_load_n(&cache->count, __ATOMIC_RELAXED))
+        return 0;
+    pthread_mutex_lock(&cache->lock);
+    unsigned count = cache->count;
+    size_t bytes = cache->bytes;
+    memcpy(evicted, cache->slots, count * sizeof(evicted[0]));
+    cache->count = 0;
+    cache->bytes = 0;
+    pthread_mutex_unlock(&cache->lock);
+    for (unsigned i = 0; i < count; i++)
+        unmap(evicted[i]);
+    return bytes;
 }
 
 void hak_large_lock_all(void)

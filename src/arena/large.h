@@ -13,6 +13,12 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed);
 void hak_large_free(struct hak_large *large, void *ptr);
 /* Grows or shrinks the block in place; false when it cannot. */
 bool hak_large_resize(struct hak_large *large, size_t size);
+/* The bytes of the freed mappings node keeps for reuse (mallinfo); adds
+ * their number to count. */
+size_t hak_large_cached(unsigned node, uint64_t *count);
+/* malloc_trim: unmaps every freed mapping node keeps for reuse; returns the
+ * bytes unmapped. */
+size_t hak_large_release_cached(unsigned node);
 
 static inline size_t hak_large_usable(const struct hak_large *large)
 {

@@ -37,6 +37,7 @@ void *hak_node_block_alloc(size_t size, unsigned node)
     }
     hak_slab_count_pages(span, 0, span->block_size,
                          span->block_size <= HAK_MID_MAX ? HAK_PAGES_MID : HAK_PAGES_L25);
+    hak_stat_gauge(HAK_STAT_NODE_BLOCK_BYTES, span->block_size);
     return span->start;
 }
 
@@ -60,5 +61,6 @@ void hak_node_block_free(struct hak_slab *span, void *ptr)
         check_start(span, ptr);
     if (hak_harden.guard_bytes)
         hak_os_unguard(span->end, hak_harden.guard_bytes);
+    hak_stat_gauge(HAK_STAT_NODE_BLOCK_BYTES, -(int64_t)span->block_size);
     hak_hot_span_put(span);
 }

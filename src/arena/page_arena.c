@@ -143,6 +143,16 @@ static struct hak_slab *free_neighbour(struct hak_arena_chunk *chunk, uint32_t p
     return span->kind == HAK_SLAB_FREE_SPAN ? span : NULL;
 }
 
+/* span covers the whole of its chunk, out of the bins. */
+static void unmap_chunk(struct hak_slab *span)
+{
+    struct hak_arena_chunk *chunk = chunk_of(span);
+    hak_span_desc_free(span);
+    hak_stat_node_map(chunk->head.node, -(int64_t)HAK_ARENA_CHUNK_SIZE);
+    hak_page_map_clear(chunk, HAK_ARENA_CHUNK_SIZE);
+    hak_os_unmap(chunk, HAK_ARENA_CHUNK_SIZE);
+}
+
 void hak_page_arena_free(struct hak_slab *span)
 {
     struct page_arena *arena = &arenas[span->node];
@@ -176,12 +186,31 @@ void hak_page_arena_free(struct hak_slab *span)
     for (unsigned i = 0; i < 2; i++)
         if (drop[i])
             hak_span_desc_free(drop[i]);
-    if (unmap) {
-        hak_span_desc_free(span);
-        hak_stat_node_map(chunk->head.node, -(int64_t)HAK_ARENA_CHUNK_SIZE);
-        hak_page_map_clear(chunk, HAK_ARENA_CHUNK_SIZE);
-        hak_os_unmap(chunk, HAK_ARENA_CHUNK_SIZE);
+    if (unmap)
+        unmap_chunk(span);
+}
+
+size_t hak_page_arena_release_free(unsigned node)
+{
+    struct page_arena *arena = &arenas[node];
+    struct hak_slab *whole = NULL;
+    size_t bytes = 0;
+    pthread_mutex_lock(&arena->lock);
+    struct hak_slab *span;
+    while ((span = arena->bins.by_pages[HAK_ARENA_USABLE_PAGES])) {
+        bin_remove(arena, span);
+        span->next = whole;
+        whole = span;
+        bytes += HAK_ARENA_CHUNK_SIZE;
     }
+    arena->free_chunks = 0;
+    pthread_mutex_unlock(&arena->lock);
+    while (whole) {
+        span = whole;
+        whole = span->next;
+        unmap_chunk(span);
+    }
+    return bytes;
 }
 
 void hak_page_arena_lock_all(void)

@@ -13,6 +13,9 @@
 struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages);
 /* Takes back a clean span. */
 void hak_page_arena_free(struct hak_slab *span);
+/* malloc_trim: unmaps node's wholly free chunks, also the one the arena
+ * keeps for the next request; returns the bytes unmapped. */
+size_t hak_page_arena_release_free(unsigned node);
 
 void hak_page_arena_lock_all(void);
 void hak_page_arena_unlock_all(void);

@@ -1,5 +1,6 @@
 #include "shared_pool.h"
 
+#include "../os.h"
 #include "superslab.h"
 
 struct shared_pool {
@@ -86,6 +87,39 @@ void hak_shared_pool_give(struct hak_slab *slab)
     pthread_mutex_unlock(&pool->lock);
     if (unmap)
         hak_superslab_destroy(unmap);
+}
+
+/* Under the pool's lock: a slab taken after it could be in use already. */
+static size_t decommit_free_slabs(struct hak_superslab *ss)
+{
+    size_t bytes = 0;
+    for (uint32_t free = ss->free_slabs; free; free &= free - 1) {
+        struct hak_slab *slab = &ss->slabs[__builtin_ctz(free)];
+        size_t touched = (size_t)slab->touched_pages * HAK_PAGE_SIZE;
+        if (touched) {
+            hak_os_decommit(slab->start, touched);
+            slab->touched_pages = 0; /* fresh again, for the page telemetry */
+            bytes += touched;
+        }
+    }
+    return bytes;
+}
+
+size_t hak_shared_pool_release(unsigned node)
+{
+    struct shared_pool *pool = &pools[node];
+    pthread_mutex_lock(&pool->lock);
+    struct hak_superslab *spare = pool->spare;
+    pool->spare = NULL;
+    size_t bytes = 0;
+    for (struct hak_superslab *ss = pool->with_free; ss; ss = (struct hak_superslab *)ss->head.next)
+        bytes += decommit_free_slabs(ss);
+    pthread_mutex_unlock(&pool->lock);
+    if (spare) {
+        hak_superslab_destroy(spare);
+        bytes += HAK_SUPERSLAB_SIZE;
+    }
+    return bytes;
 }
 
 void hak_shared_pool_lock_all(void)

@@ -11,6 +11,9 @@ struct hak_slab *hak_shared_pool_take(unsigned node);
 /* An empty slab goes back to its SuperSlab; a SuperSlab that empties is
  * unmapped unless it is the node's only spare. */
 void hak_shared_pool_give(struct hak_slab *slab);
+/* malloc_trim: unmaps node's spare SuperSlab and decommits the pages its
+ * free slabs ever handed out; returns the bytes unmapped or decommitted. */
+size_t hak_shared_pool_release(unsigned node);
 
 void hak_shared_pool_lock_all(void);
 void hak_shared_pool_unlock_all(void);

@@ -73,6 +73,15 @@ static struct hak_slab *list_pop(struct hak_slab_list *list)
 
 /* ---- getting slabs ---- */
 
+/* Moves the blocks other threads freed onto slab's free list; they leave
+ * the blocks heap holds. */
+static uint32_t collect(struct hak_heap *heap, struct hak_slab *slab)
+{
+    uint32_t count = hak_slab_collect_remote(slab);
+    heap->stats[slab->cls].blocks_held -= count;
+    return count;
+}
+
 /* At level 2 the last page of a SuperSlab's slab is its guard, for good
  * (arena/superslab.c); a span gets one more page, guarded while it serves
  * blocks (release_to_backend). */
@@ -106,7 +115,7 @@ static struct hak_slab *next_slab(struct hak_heap *heap, unsigned cls)
     slab = hak_abandoned_pop(heap->node, cls);
     if (slab) {
         hak_slab_adopt(slab, heap);
-        hak_slab_collect_remote(slab);
+        collect(heap, slab);
     } else {
         slab = fresh_slab(heap, cls);
     }
@@ -153,7 +162,7 @@ static void drain_delayed(struct hak_heap *heap)
     while (slab) {
         struct hak_slab *next = slab->delayed_next;
         slab->queued = false;
-        hak_slab_collect_remote(slab);
+        collect(heap, slab);
         if (slab->state == HAK_STATE_FULL)
             unfull(heap, slab);
         retire_if_empty(heap, slab);
@@ -167,6 +176,7 @@ static inline void return_block(struct hak_heap *heap, struct hak_slab *slab, vo
     hak_link_set(block, slab->free);
     slab->free = block;
     slab->used--;
+    heap->stats[slab->cls].blocks_held--;
     if (slab->state == HAK_STATE_FULL) {
         if (hak_slab_disarm_notify(slab))
             slab->queued = true;
@@ -354,7 +364,7 @@ static void *take_block(struct hak_heap *heap, unsigned cls)
     struct hak_slab *slab = heap->cur[cls];
     for (;;) {
         if (slab != &hak_empty_slab) {
-            if (slab->free || hak_slab_extend(slab) || hak_slab_collect_remote(slab))
+            if (slab->free || hak_slab_extend(slab) || collect(heap, slab))
                 break;
             if (slab->queued) {
                 /* Arming it again would queue it twice. */
@@ -377,6 +387,7 @@ static void *take_block(struct hak_heap *heap, unsigned cls)
     void *block = slab->free;
     slab->free = hak_link_get(block);
     slab->used++;
+    heap->stats[cls].blocks_held++;
     return block;
 }
 
@@ -592,13 +603,78 @@ static void add_stats(struct hak_class_stats *total, const struct hak_heap *heap
     total->slabs_in += s->slabs_in;
     total->slabs_out += s->slabs_out;
     total->remote_frees += s->remote_frees;
+    total->blocks_held += s->blocks_held;
+}
+
+/* ---- malloc_trim ---- */
+
+static void flush_all(struct hak_heap *heap)
+{
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
+        void *list = heap->head[cls];
+        heap->head[cls] = NULL;
+        heap->room[cls] = heap->limit[cls];
+        flush_list(heap, list);
+    }
+}
+
+/* Slabs of exited threads whose blocks have all been freed since (onto
+ * their remote lists) go back to their backends; heap collects, as an
+ * adopter would. */
+static void release_abandoned(struct hak_heap *heap)
+{
+    for (unsigned node = 0; node < hak_numa_node_count(); node++) {
+        for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
+            struct hak_slab *in_use = NULL;
+            for (struct hak_slab *slab = hak_abandoned_take_all(node, cls), *next; slab;
+                 slab = next) {
+                next = slab->next;
+                collect(heap, slab);
+                if (slab->used == 0) {
+                    release_to_backend(slab);
+                } else {
+                    slab->next = in_use;
+                    in_use = slab;
+                }
+            }
+            hak_abandoned_restore(in_use);
+        }
+    }
+}
+
+void hak_heap_trim(void)
+{
+    struct hak_heap *heap = hak_tls.heap;
+    if (heap == &hak_empty_heap)
+        return;
+    drain_delayed(heap);
+    flush_all(heap);
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
+        /* Blocks other threads freed make more slabs empty. */
+        for (struct hak_slab *slab = heap->partial[cls].head, *next; slab; slab = next) {
+            next = slab->next;
+            collect(heap, slab);
+            retire_if_empty(heap, slab);
+        }
+        /* The current slab too: the next refill takes another. */
+        struct hak_slab *cur = heap->cur[cls];
+        if (cur == &hak_empty_slab)
+            continue;
+        collect(heap, cur);
+        if (cur->used == 0 && !cur->queued) {
+            heap->cur[cls] = &hak_empty_slab;
+            heap->stats[cls].slabs_out++;
+            release_to_backend(cur);
+        }
+    }
+    release_abandoned(heap);
 }
 
 /* ---- thread exit ---- */
 
-static void leave_slab(struct hak_slab *slab)
+static void leave_slab(struct hak_heap *heap, struct hak_slab *slab)
 {
-    hak_slab_collect_remote(slab);
+    collect(heap, slab);
     if (slab->used == 0)
         release_to_backend(slab);
     else
@@ -609,12 +685,7 @@ static void leave_slab(struct hak_slab *slab)
  * backend, the others are abandoned for another heap to adopt. */
 static void leave_all_slabs(struct hak_heap *heap)
 {
-    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
-        void *list = heap->head[cls];
-        heap->head[cls] = NULL;
-        heap->room[cls] = heap->limit[cls];
-        flush_list(heap, list);
-    }
+    flush_all(heap);
     /* Disown first: once no slab names this heap, no remote free can queue
      * one on it, and the heap's memory can be reused. */
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
@@ -630,13 +701,13 @@ static void leave_all_slabs(struct hak_heap *heap)
         slab->queued = false;
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         if (heap->cur[cls] != &hak_empty_slab)
-            leave_slab(heap->cur[cls]);
+            leave_slab(heap, heap->cur[cls]);
         heap->cur[cls] = &hak_empty_slab;
         struct hak_slab *slab;
         while ((slab = list_pop(&heap->partial[cls])))
-            leave_slab(slab);
+            leave_slab(heap, slab);
         while ((slab = list_pop(&heap->full[cls])))
-            leave_slab(slab);
+            leave_slab(heap, slab);
     }
 }
 
@@ -701,11 +772,34 @@ void hak_heap_sum_stats(struct hak_class_stats totals[HAK_NUM_CLASSES])
         totals[cls].slabs_in += r->slabs_in;
         totals[cls].slabs_out += r->slabs_out;
         totals[cls].remote_frees += r->remote_frees;
+        totals[cls].blocks_held += r->blocks_held;
     }
     for (struct hak_heap *heap = registry.live; heap; heap = heap->next_live)
         for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
             add_stats(&totals[cls], heap, cls);
     pthread_mutex_unlock(&registry.lock);
+}
+
+void hak_heap_usage(struct hak_heap_usage *usage)
+{
+    struct hak_class_stats totals[HAK_NUM_CLASSES] = {0};
+    uint64_t cached[HAK_NUM_CLASSES] = {0};
+    hak_heap_sum_stats(totals);
+    /* Other threads change their caches meanwhile: the figure is a
+     * snapshot, not exact while they run. */
+    pthread_mutex_lock(&registry.lock);
+    for (struct hak_heap *heap = registry.live; heap; heap = heap->next_live)
+        for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
+            cached[cls] += heap->limit[cls] - __atomic_load_n(&heap->room[cls], __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&registry.lock);
+    *usage = (struct hak_heap_usage){0};
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
+        int64_t live = totals[cls].blocks_held - (int64_t)cached[cls];
+        if (live > 0)
+            usage->in_use_bytes += (uint64_t)live * hak_class_size[cls];
+        usage->cached_blocks += cached[cls];
+        usage->cached_bytes += cached[cls] * hak_class_size[cls];
+    }
 }
 
 void hak_heap_registry_lock(void)

@@ -34,6 +34,10 @@ void hak_heap_follow_thread_node(void);
 void hak_heap_free_checked(struct hak_slab *slab, void *block);
 /* Checked mode: the size a block was asked with, its canary intact. */
 size_t hak_heap_requested_size(struct hak_slab *slab, void *block);
+/* malloc_trim: the calling thread's cached blocks go back to their slabs,
+ * and its slabs left empty to their backends, with the empty slabs of
+ * exited threads. */
+void hak_heap_trim(void);
 /* Thread exit: empties the caches, hands back or abandons every slab. */
 void hak_heap_thread_exit(void *heap);
 
@@ -93,6 +97,17 @@ static inline void hak_heap_free_plain(struct hak_slab *slab, void *block)
 bool hak_heap_setup(void);
 /* Adds the per-class counters of every live heap to totals. */
 void hak_heap_sum_stats(struct hak_class_stats totals[HAK_NUM_CLASSES]);
+
+/* What the thread heaps hold, for mallinfo. */
+struct hak_heap_usage {
+    /* Blocks handed to the program and not freed, by their class's size.
+     * A block another thread freed counts until its slab's owner collects
+     * it (at a refill of the class). */
+    uint64_t in_use_bytes;
+    uint64_t cached_blocks; /* free, in the threads' caches */
+    uint64_t cached_bytes;
+};
+void hak_heap_usage(struct hak_heap_usage *usage);
 
 void hak_heap_registry_lock(void);
 void hak_heap_registry_unlock(void);

@@ -16,7 +16,8 @@ UNIT_TESTS = \
 	tests/unit/test_page_arena \
 	tests/unit/test_remote \
 	tests/unit/test_refill \
-	tests/unit/test_cpu_move
+	tests/unit/test_cpu_move \
+	tests/unit/test_retained
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 
@@ -58,3 +59,8 @@ tests_unit_test_cpu_move_SOURCES = tests/unit/test_cpu_move.c tests/unit/unit.h
 tests_unit_test_cpu_move_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_cpu_move_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_cpu_move_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_retained_SOURCES = tests/unit/test_retained.c tests/unit/unit.h
+tests_unit_test_retained_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_retained_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_retained_LDADD = $(UNIT_LDADD)

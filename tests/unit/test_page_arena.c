@@ -3,7 +3,7 @@
  * once, freed spans coalesce back into whole chunks, and the box hands
  * freed memory back, merged with its hot neighbours and cut to the length
  * asked for, until its byte budget pushes it out to the arena,
- * decommitted.
+ * decommitted; malloc_trim's release of all of it.
  *
  * The test owns node 0's arena: the program allocates no Mid or L25 blocks
  * (stdout is unbuffered, so stdio does not either). */
@@ -424,6 +424,47 @@ static void test_hot_budget(void)
     free_span(guard);
 }
 
+/* malloc_trim's part: every hot span leaves at once, decommitted, whatever
+ * its age and the budget; then the arena unmaps its wholly free chunks,
+ * also the one it keeps for the next request. */
+static void test_release_all(void)
+{
+    hak_options.hot_bytes = 64u << 20;
+    struct hak_slab *guard = alloc_span(1); /* keeps the chunk mapped meanwhile */
+    struct hak_slab *fences[2];
+    struct hak_slab *a = alloc_fenced(8, &fences[0]);
+    struct hak_slab *b = alloc_fenced(3, &fences[1]);
+    char *a_start = a->start, *b_start = b->start;
+    void *chunk = a->chunk;
+    fill_pattern(a_start, 8 * HAK_PAGE_SIZE, 21);
+    fill_pattern(b_start, 3 * HAK_PAGE_SIZE, 22);
+    hak_hot_span_put(a);
+    hak_hot_span_put(b);
+    uint64_t count = 0;
+    size_t held = hak_hot_span_retained(0, &count);
+    CHECK(held == 11 * HAK_PAGE_SIZE && count == 2, "the box holds %zu bytes in %llu spans", held,
+          (unsigned long long)count);
+    size_t released = hak_hot_span_release_all(0);
+    CHECK(released == 11 * HAK_PAGE_SIZE, "release_all gave back %zu bytes of 11 pages", released);
+    count = 0;
+    CHECK(hak_hot_span_retained(0, &count) == 0 && count == 0,
+          "the box still holds spans after release_all");
+    CHECK(nonzero_offset(a_start, 8 * HAK_PAGE_SIZE) == PATTERN_INTACT &&
+              nonzero_offset(b_start, 3 * HAK_PAGE_SIZE) == PATTERN_INTACT,
+          "released spans were not decommitted");
+    CHECK(hak_hot_span_take(0, 3) == NULL, "a released span was still handed out");
+    CHECK(hak_hot_span_release_all(0) == 0, "an empty box released memory");
+
+    free_span(fences[0]);
+    free_span(fences[1]);
+    free_span(guard);
+    size_t unmapped = hak_page_arena_release_free(0);
+    CHECK(unmapped >= HAK_ARENA_CHUNK_SIZE && unmapped % HAK_ARENA_CHUNK_SIZE == 0,
+          "the arena unmapped %zu bytes: not the free chunk it keeps", unmapped);
+    CHECK(hak_page_map_lookup(chunk) == NULL, "the wholly free chunk %p is still mapped", chunk);
+    CHECK(hak_page_arena_release_free(0) == 0, "the arena released a second time");
+}
+
 /* ---- threads allocating and freeing neighbours at once ---- */
 
 #define RACE_THREADS 4
@@ -503,5 +544,6 @@ int main(void)
     test_hot_merge();
     test_hot_budget();
     test_concurrent_neighbours();
+    test_release_all();
     return test_result("test_page_arena");
 }

@@ -1,0 +1,245 @@
+// C++'s operators new and delete are hakmem's (src/cxx_operators.c): the
+// program's calls resolve to libhakmem, a failing new throws std::bad_alloc
+// or calls the installed new-handler, which can free a reserve so that the
+// retry succeeds; nothrow new returns nullptr, aligned new aligns, and every
+// delete form frees (the next new of the size gets the block back).
+// With --wrong-size it makes a sized delete with the wrong size, which
+// test_cxx_preload.sh runs at HAKMEM_HARDEN=2 to see it refused.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <new>
+#include <sys/resource.h>
+
+#include "hakmem.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                              \
+            std::fprintf(stderr, __VA_ARGS__);                                                     \
+            std::fputc('\n', stderr);                                                              \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+// Keeps the compiler from folding or dropping a size.
+static std::size_t opaque(std::size_t size)
+{
+    volatile std::size_t hidden = size;
+    return hidden;
+}
+
+static const std::size_t huge_size = SIZE_MAX / 2;
+static void *volatile sink;
+
+static void test_resolution()
+{
+    static const char *const names[] = {
+        "_Znwm", "_Znam", "_ZdlPv", "_ZdlPvm", "_ZnwmSt11align_val_t", "_ZdaPvmSt11align_val_t"};
+    for (const char *name : names) {
+        Dl_info info;
+        void *symbol = dlsym(RTLD_DEFAULT, name);
+        CHECK(symbol && dladdr(symbol, &info) && info.dli_fname &&
+                  std::strstr(info.dli_fname, "libhakmem"),
+              "%s resolves to %s, not libhakmem", name,
+              symbol && dladdr(symbol, &info) ? info.dli_fname : "nothing");
+    }
+    char *block = new char[opaque(100)];
+    CHECK(hak_node_of(block) >= 0, "new's block %p is not hakmem's", (void *)block);
+    delete[] block;
+}
+
+static void test_bad_alloc()
+{
+    bool thrown = false;
+    try {
+        // Stored, or the compiler may drop a new-expression paired with
+        // its delete.
+        sink = new char[opaque(huge_size)];
+        delete[] static_cast<char *>(sink);
+    } catch (const std::bad_alloc &) {
+        thrown = true;
+    }
+    CHECK(thrown, "new char[SIZE_MAX / 2] did not throw std::bad_alloc");
+    thrown = false;
+    try {
+        ::operator delete(::operator new(opaque(huge_size), std::align_val_t(64)),
+                          std::align_val_t(64));
+    } catch (const std::bad_alloc &) {
+        thrown = true;
+    }
+    CHECK(thrown, "aligned operator new(SIZE_MAX / 2) did not throw std::bad_alloc");
+    CHECK(new (std::nothrow) char[opaque(huge_size)] == nullptr,
+          "nothrow new char[SIZE_MAX / 2] did not return nullptr");
+    CHECK(::operator new(opaque(huge_size), std::align_val_t(4096), std::nothrow) == nullptr,
+          "nothrow aligned new of SIZE_MAX / 2 did not return nullptr");
+}
+
+static int handler_calls;
+
+// Gives up on its third call: the new that called it then throws.
+static void give_up_on_third_call()
+{
+    if (++handler_calls == 3)
+        std::set_new_handler(nullptr);
+}
+
+static void test_handler_then_throw()
+{
+    handler_calls = 0;
+    std::set_new_handler(give_up_on_third_call);
+    bool thrown = false;
+    try {
+        ::operator delete(::operator new(opaque(huge_size)));
+    } catch (const std::bad_alloc &) {
+        thrown = true;
+    }
+    CHECK(thrown && handler_calls == 3,
+          "new with a handler that gives up at its third call: thrown %d after %d calls", thrown,
+          handler_calls);
+    // The standard's nothrow new consults the handler too.
+    handler_calls = 2;
+    std::set_new_handler(give_up_on_third_call);
+    CHECK(new (std::nothrow) char[opaque(huge_size)] == nullptr &&handler_calls == 3,
+          "nothrow new with a handler: %d handler calls", handler_calls);
+    std::set_new_handler(nullptr);
+}
+
+static char *reserve;
+
+static void free_reserve()
+{
+    handler_calls++;
+    delete[] reserve;
+    reserve = nullptr;
+    std::set_new_handler(nullptr);
+}
+
+// Under an address-space limit, a new fails until the handler frees the
+// reserve, and its retry then succeeds.
+static void test_handler_frees_reserve()
+{
+    struct rlimit saved;
+    if (getrlimit(RLIMIT_AS, &saved) != 0) {
+        std::perror("getrlimit");
+        std::exit(99);
+    }
+    reserve = new char[opaque(96 << 20)];
+    std::memset(reserve, 1, 96 << 20);
+    unsigned long pages = 0;
+    FILE *statm = std::fopen("/proc/self/statm", "r");
+    if (!statm || std::fscanf(statm, "%lu", &pages) != 1) {
+        std::perror("/proc/self/statm");
+        std::exit(99);
+    }
+    std::fclose(statm);
+    struct rlimit limit = saved;
+    limit.rlim_cur = pages * 4096 + (64 << 20);
+    if (setrlimit(RLIMIT_AS, &limit) != 0) {
+        std::perror("setrlimit");
+        std::exit(99);
+    }
+    handler_calls = 0;
+    std::set_new_handler(free_reserve);
+    char *block = nullptr;
+    try {
+        block = new char[opaque(80 << 20)];
+    } catch (const std::bad_alloc &) {
+    }
+    setrlimit(RLIMIT_AS, &saved);
+    CHECK(block && handler_calls == 1 && !reserve,
+          "new of 80 MiB under a limit: block %p after %d handler calls", (void *)block,
+          handler_calls);
+    delete[] block;
+    delete[] reserve;
+    std::set_new_handler(nullptr);
+}
+
+static void test_aligned()
+{
+    struct alignas(256) Wide {
+        char bytes[300];
+    };
+    Wide *one = new Wide;
+    Wide *many = new Wide[3];
+    CHECK(reinterpret_cast<std::uintptr_t>(one) % 256 == 0 &&
+              reinterpret_cast<std::uintptr_t>(many) % 256 == 0,
+          "new of an alignas(256) type: %p and %p", (void *)one, (void *)many);
+    delete one;
+    delete[] many;
+    for (std::size_t align = 16; align <= (1 << 21); align *= 8) {
+        void *block = ::operator new(opaque(100), std::align_val_t(align));
+        void *quiet = ::operator new[](opaque(5000), std::align_val_t(align), std::nothrow);
+        CHECK(reinterpret_cast<std::uintptr_t>(block) % align == 0 &&
+                  reinterpret_cast<std::uintptr_t>(quiet) % align == 0 && hak_node_of(block) >= 0 &&
+                  hak_node_of(quiet) >= 0,
+              "aligned new to %zu: %p and %p", align, block, quiet);
+        ::operator delete(block, std::align_val_t(align));
+        ::operator delete[](quiet, std::align_val_t(align), std::nothrow);
+    }
+}
+
+// Each delete form frees: the thread's cache hands the block out again.
+static void test_delete_forms()
+{
+    const std::size_t size = opaque(48);
+    const std::align_val_t align{64};
+    void *p;
+#define REUSED(name, alloc, release)                                                               \
+    do {                                                                                           \
+        p = alloc;                                                                                 \
+        std::uintptr_t freed = reinterpret_cast<std::uintptr_t>(p);                                \
+        release;                                                                                   \
+        p = alloc;                                                                                 \
+        CHECK(reinterpret_cast<std::uintptr_t>(p) == freed,                                        \
+              "%s did not free %#jx (the next new gave %p)", name, (std::uintmax_t)freed, p);      \
+        release;                                                                                   \
+    } while (0)
+    REUSED("delete", ::operator new(size), ::operator delete(p));
+    REUSED("delete[]", ::operator new[](size), ::operator delete[](p));
+    REUSED("sized delete", ::operator new(size), ::operator delete(p, size));
+    REUSED("sized delete[]", ::operator new[](size), ::operator delete[](p, size));
+    REUSED("aligned delete", ::operator new(size, align), ::operator delete(p, align));
+    REUSED("aligned delete[]", ::operator new[](size, align), ::operator delete[](p, align));
+    REUSED("sized aligned delete", ::operator new(size, align), ::operator delete(p, size, align));
+    REUSED("sized aligned delete[]", ::operator new[](size, align),
+           ::operator delete[](p, size, align));
+    REUSED("nothrow delete", ::operator new(size, std::nothrow),
+           ::operator delete(p, std::nothrow));
+    REUSED("nothrow delete[]", ::operator new[](size, std::nothrow),
+           ::operator delete[](p, std::nothrow));
+    REUSED("nothrow aligned delete", ::operator new(size, align, std::nothrow),
+           ::operator delete(p, align, std::nothrow));
+    REUSED("nothrow aligned delete[]", ::operator new[](size, align, std::nothrow),
+           ::operator delete[](p, align, std::nothrow));
+#undef REUSED
+    ::operator delete(nullptr, size);
+    ::operator delete[](nullptr);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !std::strcmp(argv[1], "--wrong-size")) {
+        void *block = ::operator new(opaque(100));
+        ::operator delete(block, opaque(2000));
+        std::printf("a sized delete with the wrong size was let through\n");
+        return 0;
+    }
+    test_resolution();
+    test_bad_alloc();
+    test_handler_then_throw();
+    test_handler_frees_reserve();
+    test_aligned();
+    test_delete_forms();
+    if (failures) {
+        std::fprintf(stderr, "test_cxx_operators: %d check(s) failed\n", failures);
+        return 1;
+    }
+    std::printf("test_cxx_operators: all checks passed\n");
+    return 0;
+}

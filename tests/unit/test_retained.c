@@ -1,0 +1,119 @@
+/* What malloc_trim asks of the large cache and the shared pool: the large
+ * cache unmaps every mapping it keeps, and counts them while it keeps them;
+ * the shared pool decommits the pages its free slabs used (they read as
+ * zeros, and count as fresh again), leaves slabs in use alone, and has
+ * nothing more to give a second time.  The large-block gauges that mallinfo
+ * reads follow blocks out and back. */
+#include <string.h>
+
+#include "arena/large.h"
+#include "arena/page_map.h"
+#include "arena/shared_pool.h"
+#include "stats.h"
+#include "unit.h"
+
+#define SLAB_TOUCHED 16
+
+static uint64_t counter(enum hak_stat which)
+{
+    return atomic_load(&hak_stat_counters[which]);
+}
+
+static void *large_alloc(size_t size)
+{
+    void *block = hak_large_alloc(size, HAK_PAGE_SIZE, 0, false);
+    if (!block)
+        hard_error("hak_large_alloc(%zu) failed", size);
+    memset(block, 1, size);
+    return block;
+}
+
+static void large_free(void *block)
+{
+    hak_large_free((struct hak_large *)hak_page_map_lookup(block), block);
+}
+
+static void test_large_cache(void)
+{
+    uint64_t live = counter(HAK_STAT_LARGE_LIVE);
+    uint64_t usable = counter(HAK_STAT_LARGE_LIVE_USABLE);
+    void *a = large_alloc(2 * MiB);
+    void *b = large_alloc(3 * MiB);
+    CHECK(counter(HAK_STAT_LARGE_LIVE) == live + 2 &&
+              counter(HAK_STAT_LARGE_LIVE_USABLE) >= usable + 5 * MiB,
+          "two large blocks out: the gauges say %llu blocks, %llu bytes",
+          (unsigned long long)(counter(HAK_STAT_LARGE_LIVE) - live),
+          (unsigned long long)(counter(HAK_STAT_LARGE_LIVE_USABLE) - usable));
+    large_free(a);
+    large_free(b);
+    CHECK(counter(HAK_STAT_LARGE_LIVE) == live && counter(HAK_STAT_LARGE_LIVE_USABLE) == usable,
+          "the large-block gauges did not come back after the frees");
+    uint64_t count = 0;
+    size_t cached = hak_large_cached(0, &count);
+    CHECK(count == 2 && cached >= 5 * MiB, "the cache keeps %llu mappings, %zu bytes",
+          (unsigned long long)count, cached);
+    CHECK(hak_page_map_lookup(a) && hak_page_map_lookup(b), "cached mappings left the page map");
+    size_t released = hak_large_release_cached(0);
+    CHECK(released == cached, "release_cached gave back %zu bytes of %zu", released, cached);
+    CHECK(!hak_page_map_lookup(a) && !hak_page_map_lookup(b),
+          "released mappings are still in the page map");
+    count = 0;
+    CHECK(hak_large_cached(0, &count) == 0 && count == 0, "the cache still keeps mappings");
+    CHECK(hak_large_release_cached(0) == 0, "an empty cache released memory");
+}
+
+static struct hak_slab *take_slab(void)
+{
+    struct hak_slab *slab = hak_shared_pool_take(0);
+    if (!slab)
+        hard_error("hak_shared_pool_take(0) failed");
+    return slab;
+}
+
+/* As carving would: the first pages written, and counted as touched. */
+static void touch(struct hak_slab *slab, uint64_t seed)
+{
+    fill_pattern(slab->start, SLAB_TOUCHED * HAK_PAGE_SIZE, seed);
+    slab->touched_pages = SLAB_TOUCHED;
+}
+
+static void test_shared_pool(void)
+{
+    /* Two slabs of one SuperSlab: the one kept in use keeps it mapped. */
+    struct hak_slab *kept = take_slab();
+    struct hak_slab *dirty = take_slab();
+    struct hak_slab *other = NULL;
+    if (dirty->chunk != kept->chunk) {
+        other = kept;
+        kept = dirty;
+        dirty = take_slab();
+    }
+    if (dirty->chunk != kept->chunk)
+        hard_error("two slabs taken in a row are in different SuperSlabs");
+    touch(kept, 31);
+    touch(dirty, 32);
+    char *start = dirty->start;
+    hak_shared_pool_give(dirty);
+    size_t released = hak_shared_pool_release(0);
+    CHECK(released >= SLAB_TOUCHED * HAK_PAGE_SIZE,
+          "the pool released %zu bytes, not the %u pages of a free slab", released, SLAB_TOUCHED);
+    CHECK(nonzero_offset(start, SLAB_TOUCHED * HAK_PAGE_SIZE) == PATTERN_INTACT,
+          "the free slab's pages were not decommitted");
+    CHECK(dirty->touched_pages == 0, "a decommitted slab still counts %u touched pages",
+          dirty->touched_pages);
+    CHECK(pattern_mismatch(kept->start, SLAB_TOUCHED * HAK_PAGE_SIZE, 31) == PATTERN_INTACT,
+          "the release touched a slab in use");
+    CHECK(hak_shared_pool_release(0) == 0, "the pool released memory a second time");
+    hak_shared_pool_give(kept);
+    if (other)
+        hak_shared_pool_give(other);
+}
+
+int main(void)
+{
+    unit_watchdog();
+    setvbuf(stdout, NULL, _IONBF, 0);
+    test_large_cache();
+    test_shared_pool();
+    return test_result("test_retained");
+}
