@@ -43,3 +43,6 @@ update-readme: tools/options-doc$(EXEEXT)
 	mv README.md.tmp $(srcdir)/README.md
 
 .PHONY: update-readme
+
+TESTS += tests/test_docs.sh
+EXTRA_DIST += tests/test_docs.sh
