@@ -77,9 +77,13 @@ static void print_markdown(void)
         name_width = name_len > name_width ? name_len : name_width;
         default_width = default_len > default_width ? default_len : default_width;
     }
-    printf("| %-*s | %-*s | Meaning |\n", name_width, "Variable", default_width, "Default");
-    printf("|-%.*s-|-%.*s-|---------|\n", name_width, "--------------------------------",
-           default_width, "--------------------------------");
+    printf("| %-*s | %-*s | Meaning |\n|-", name_width, "Variable", default_width, "Default");
+    for (int i = 0; i < name_width; i++)
+        putchar('-');
+    printf("-|-");
+    for (int i = 0; i < default_width; i++)
+        putchar('-');
+    printf("-|---------|\n");
     for (size_t i = 0; i < hak_option_count; i++) {
         const struct hak_option *opt = &hak_option_table[i];
         const char *value = default_text(opt, buf, sizeof(buf));
