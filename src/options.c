@@ -55,32 +55,32 @@ static bool parse(const struct hak_option *opt, const char *text)
 {
     uint64_t number;
     switch (opt->type) {
-    case OPT_BOOL:
+    case HAK_OPT_BOOL:
         if (strcmp(text, "0") && strcmp(text, "1"))
             return false;
         *(bool *)opt->value = text[0] == '1';
         return true;
-    case OPT_BYTES:
+    case HAK_OPT_BYTES:
         if (!parse_number(text, true, &number))
             return false;
         *(size_t *)opt->value = (size_t)number;
         return true;
-    case OPT_U32:
+    case HAK_OPT_U32:
         if (!parse_number(text, false, &number) || number > UINT32_MAX)
             return false;
         *(uint32_t *)opt->value = (uint32_t)number;
         return true;
-    case OPT_U64:
+    case HAK_OPT_U64:
         if (!parse_number(text, false, &number))
             return false;
         *(uint64_t *)opt->value = number;
         return true;
-    case OPT_PATH:
+    case HAK_OPT_PATH:
         if (!*text || strlen(text) >= HAK_OPTION_PATH_MAX)
             return false;
         strcpy((char *)opt->value, text);
         return true;
-    case OPT_CHOICE:
+    case HAK_OPT_CHOICE:
         for (uint32_t i = 0; opt->choices[i]; i++) {
             if (!strcmp(text, opt->choices[i])) {
                 *(uint32_t *)opt->value = i;
@@ -107,16 +107,16 @@ void hak_options_load(void)
 static uint64_t number_value(const struct hak_option *opt)
 {
     switch (opt->type) {
-    case OPT_BOOL:
+    case HAK_OPT_BOOL:
         return *(bool *)opt->value;
-    case OPT_BYTES:
+    case HAK_OPT_BYTES:
         return *(size_t *)opt->value;
-    case OPT_U32:
+    case HAK_OPT_U32:
         return *(uint32_t *)opt->value;
-    case OPT_U64:
+    case HAK_OPT_U64:
         return *(uint64_t *)opt->value;
-    case OPT_CHOICE:
-    case OPT_PATH:
+    case HAK_OPT_CHOICE:
+    case HAK_OPT_PATH:
         break;
     }
     return 0;
@@ -125,7 +125,7 @@ static uint64_t number_value(const struct hak_option *opt)
 /* A choice's or a path's value as text ("-" for no path). */
 static const char *option_text(const struct hak_option *opt)
 {
-    if (opt->type == OPT_CHOICE)
+    if (opt->type == HAK_OPT_CHOICE)
         return opt->choices[*(uint32_t *)opt->value];
     const char *path = opt->value;
     return *path ? path : "-";
@@ -138,7 +138,7 @@ void hak_options_print(struct hak_printer *out)
         const struct hak_option *opt = &hak_option_table[i];
         hak_print_str(out, "  ");
         hak_print_padded(out, opt->name, 24);
-        if (opt->type == OPT_CHOICE || opt->type == OPT_PATH) {
+        if (opt->type == HAK_OPT_CHOICE || opt->type == HAK_OPT_PATH) {
             const char *text = option_text(opt);
             size_t len = strlen(text);
             hak_print_padded(out, "", len < 12 ? 12 - (unsigned)len : 0);
@@ -160,9 +160,9 @@ void hak_options_print_json(struct hak_printer *out)
         hak_print_str(out, i ? ", " : "");
         hak_print_json_string(out, opt->name, strlen(opt->name));
         hak_print_str(out, ": ");
-        if (opt->type == OPT_PATH)
+        if (opt->type == HAK_OPT_PATH)
             hak_print_json_string(out, opt->value, strlen(opt->value));
-        else if (opt->type == OPT_CHOICE)
+        else if (opt->type == HAK_OPT_CHOICE)
             hak_print_json_string(out, option_text(opt), strlen(option_text(opt)));
         else
             hak_print_u64(out, number_value(opt), 0);

@@ -33,7 +33,14 @@ struct hak_options {
 
 extern struct hak_options hak_options;
 
-enum hak_option_type { OPT_BOOL, OPT_BYTES, OPT_U32, OPT_U64, OPT_CHOICE, OPT_PATH };
+enum hak_option_type {
+    HAK_OPT_BOOL,
+    HAK_OPT_BYTES,
+    HAK_OPT_U32,
+    HAK_OPT_U64,
+    HAK_OPT_CHOICE,
+    HAK_OPT_PATH
+};
 
 struct hak_option {
     const char *name;
@@ -41,7 +48,7 @@ struct hak_option {
     void *value;                /* in hak_options, which holds the default until loaded */
     const char *help;           /* one line, for the statistics report */
     const char *doc;            /* for README and hakmem(3), `code` quoted; NULL: the help */
-    const char *const *choices; /* OPT_CHOICE: the value is the index */
+    const char *const *choices; /* HAK_OPT_CHOICE: the value is the index */
 };
 
 /* Pure data, linked on its own by tools/options-doc. */

@@ -16,26 +16,26 @@ static const char *default_text(const struct hak_option *opt, char *buf, size_t 
 {
     uint64_t value = 0;
     switch (opt->type) {
-    case OPT_CHOICE:
+    case HAK_OPT_CHOICE:
         return opt->choices[*(const uint32_t *)opt->value];
-    case OPT_PATH:
+    case HAK_OPT_PATH:
         return *(const char *)opt->value ? (const char *)opt->value : NULL;
-    case OPT_BOOL:
+    case HAK_OPT_BOOL:
         value = *(const bool *)opt->value;
         break;
-    case OPT_BYTES:
+    case HAK_OPT_BYTES:
         value = *(const size_t *)opt->value;
         break;
-    case OPT_U32:
+    case HAK_OPT_U32:
         value = *(const uint32_t *)opt->value;
         break;
-    case OPT_U64:
+    case HAK_OPT_U64:
         value = *(const uint64_t *)opt->value;
         break;
     }
     /* Sizes as a user would write them, with the suffixes the parser takes. */
     const char *suffix = "";
-    if (opt->type == OPT_BYTES && value) {
+    if (opt->type == HAK_OPT_BYTES && value) {
         static const char suffixes[][2] = {"G", "M", "K"};
         for (unsigned i = 0; i < 3; i++) {
             unsigned shift = 30 - 10 * i;
@@ -129,21 +129,21 @@ static void print_roff(void)
         const struct hak_option *opt = &hak_option_table[i];
         printf(".TP\n\\fB%s\\fR=", opt->name);
         switch (opt->type) {
-        case OPT_CHOICE:
+        case HAK_OPT_CHOICE:
             for (unsigned c = 0; opt->choices[c]; c++)
                 printf("%s\\fB%s\\fR", c ? "|" : "", opt->choices[c]);
             break;
-        case OPT_BOOL:
+        case HAK_OPT_BOOL:
             printf("\\fB0\\fR|\\fB1\\fR");
             break;
-        case OPT_BYTES:
+        case HAK_OPT_BYTES:
             printf("\\fIsize\\fR");
             break;
-        case OPT_U32:
-        case OPT_U64:
+        case HAK_OPT_U32:
+        case HAK_OPT_U64:
             printf("\\fIn\\fR");
             break;
-        case OPT_PATH:
+        case HAK_OPT_PATH:
             printf("\\fIpath\\fR");
             break;
         }
