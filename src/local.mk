@@ -8,7 +8,7 @@ src_libhakmem_la_SOURCES = \
 	src/init.c \
 	src/harden.c src/harden.h \
 	src/memcheck.h \
-	src/options.c src/options.h \
+	src/options.c src/options.h src/options_table.c \
 	src/os.c src/os.h \
 	src/print.c src/print.h \
 	src/stats.c src/stats.h \

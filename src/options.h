@@ -1,5 +1,6 @@
 /* Run-time options: read once from the environment at start-up, from one
- * table (options.c). */
+ * table (options_table.c), which is also the source of the options table in
+ * README.md and hakmem(3) (tools/options-doc.c). */
 #ifndef HAK_OPTIONS_H
 #define HAK_OPTIONS_H
 
@@ -31,6 +32,28 @@ struct hak_options {
 };
 
 extern struct hak_options hak_options;
+
+enum hak_option_type {
+    HAK_OPT_BOOL,
+    HAK_OPT_BYTES,
+    HAK_OPT_U32,
+    HAK_OPT_U64,
+    HAK_OPT_CHOICE,
+    HAK_OPT_PATH
+};
+
+struct hak_option {
+    const char *name;
+    enum hak_option_type type;
+    void *value;                /* in hak_options, which holds the default until loaded */
+    const char *help;           /* one line, for the statistics report */
+    const char *doc;            /* for README and hakmem(3), `code` quoted; NULL: the help */
+    const char *const *choices; /* HAK_OPT_CHOICE: the value is the index */
+};
+
+/* Pure data, linked on its own by tools/options-doc. */
+extern const struct hak_option hak_option_table[];
+extern const size_t hak_option_count;
 
 void hak_options_load(void);
 struct hak_printer;

@@ -16,7 +16,10 @@ if [ "$version" != 14 ]; then
     echo "SKIP: clang-format ${version:-of unknown version} is not version 14, whose style .clang-format pins"
     exit 77
 fi
-if ! git -C "$srcdir" rev-parse --git-dir >/dev/null 2>&1; then
+# make distcheck unpacks the tarball inside the checkout: a tree in a git
+# checkout that is not its top is no checkout of its own.
+top=$(git -C "$srcdir" rev-parse --show-toplevel 2>/dev/null)
+if [ -z "$top" ] || [ "$(cd "$top" && pwd -P)" != "$(cd "$srcdir" && pwd -P)" ]; then
     echo "SKIP: $srcdir is not a git checkout"
     exit 77
 fi

@@ -1,0 +1,74 @@
+/* The options and their defaults, apart from the code that parses and prints
+ * them, so that tools/options-doc can link this file alone and print the
+ * options table of README.md and hakmem(3) from it. */
+#include "options.h"
+
+struct hak_options hak_options = {
+    .hot_bytes = 32u << 20,
+    .decay_ms = 5000,
+    .small_cache = 64,
+    .mid_ring = 48,
+    .l25_ring = 16,
+    .ring_bytes = 512u << 10,
+    .numa = HAK_NUMA_AUTO,
+    .numa_policy = HAK_POLICY_PREFERRED,
+    .interleave_bytes = 0,
+    .stats = HAK_STATS_OFF,
+    .huge_pages = true,
+    .harden = 1,
+};
+
+static const char *const numa_modes[] = {"auto", "off", NULL};
+static const char *const numa_policies[] = {"preferred", "bind", NULL};
+static const char *const harden_levels[] = {"0", "1", "2", NULL};
+static const char *const stats_modes[] = {"0", "1", "json", NULL};
+
+const struct hak_option hak_option_table[] = {
+    {"HAKMEM_STATS", HAK_OPT_CHOICE, &hak_options.stats,
+     "1: print statistics at exit; json: the same as one JSON object",
+     "`1`: print per-class, per-node and page statistics when the program exits; `json`: the "
+     "same as one JSON object",
+     stats_modes},
+    {"HAKMEM_STATS_FILE", HAK_OPT_PATH, hak_options.stats_file,
+     "write the statistics to this file (%p: the process id), not stderr",
+     "write the report to this file instead of stderr, appending; `%p` stands for the process id "
+     "(implies `HAKMEM_STATS=1`)",
+     NULL},
+    {"HAKMEM_HOT_BYTES", HAK_OPT_BYTES, &hak_options.hot_bytes,
+     "freed Mid/L25 spans kept resident per node (bytes; K, M, G suffixes)",
+     "freed Mid/L25 spans kept resident per node (the HotSpanBox budget)", NULL},
+    {"HAKMEM_DECAY_MS", HAK_OPT_U64, &hak_options.decay_ms,
+     "how long a freed span stays resident (ms)",
+     "how long, in milliseconds, a freed span stays resident before it goes back to the kernel",
+     NULL},
+    {"HAKMEM_SMALL_CACHE", HAK_OPT_U32, &hak_options.small_cache,
+     "free blocks a thread caches per small class (C0-C7)", NULL, NULL},
+    {"HAKMEM_MID_RING", HAK_OPT_U32, &hak_options.mid_ring,
+     "free blocks a thread caches per Mid class (1-32 KiB)", NULL, NULL},
+    {"HAKMEM_L25_RING", HAK_OPT_U32, &hak_options.l25_ring,
+     "free blocks a thread caches per L25 class (32 KiB-1 MiB)", NULL, NULL},
+    {"HAKMEM_RING_BYTES", HAK_OPT_BYTES, &hak_options.ring_bytes,
+     "bound on the bytes cached per Mid/L25 class and thread",
+     "bound on the bytes one thread caches per Mid/L25 class", NULL},
+    {"HAKMEM_HUGE_PAGES", HAK_OPT_BOOL, &hak_options.huge_pages,
+     "1: a process past 8 MiB of Mid/L25 chunks gets them in huge pages",
+     "`1`: once a process has 8 MiB of Mid/L25 chunks, new ones use transparent huge pages; `0`: "
+     "never",
+     NULL},
+    {"HAKMEM_NUMA", HAK_OPT_CHOICE, &hak_options.numa, "auto: one backend per node; off: one",
+     "`auto`: one backend per NUMA node; `off`: one backend for the machine, nothing bound",
+     numa_modes},
+    {"HAKMEM_NUMA_POLICY", HAK_OPT_CHOICE, &hak_options.numa_policy,
+     "preferred (fall back to other nodes when full) or bind",
+     "`preferred`: fall back to other nodes when one is full; `bind`: never", numa_policies},
+    {"HAKMEM_INTERLEAVE_BYTES", HAK_OPT_BYTES, &hak_options.interleave_bytes,
+     "large blocks from this size are interleaved over all nodes (0: never)",
+     "blocks of at least this size are interleaved over all nodes (`0`: never)", NULL},
+    {"HAKMEM_HARDEN", HAK_OPT_CHOICE, &hak_options.harden,
+     "0: no checks; 1: encoded links, double and invalid frees; 2: also guard pages, canaries",
+     "`0`: no checks; `1`: encoded links, double and invalid frees; `2`: also guard pages and "
+     "canaries",
+     harden_levels},
+};
+
+const size_t hak_option_count = sizeof(hak_option_table) / sizeof(hak_option_table[0]);
