@@ -7,7 +7,8 @@
  *   alloc    every thread allocates and fills a mix of small, Mid and L25
  *            blocks;
  *   remote   every thread frees the blocks the thread of the next node
- *            allocated (remote frees), then allocates the same mix again;
+ *            allocated (remote frees), then at once allocates the same mix
+ *            again;
  *   reuse    every thread frees the next node's blocks again, and once all
  *            have, allocates the same sizes once more: its own blocks,
  *            freed on another node, are there to be reused, and must come
@@ -120,6 +121,31 @@ static void take_census(struct worker *worker, int scenario, int node)
     }
 }
 
+/* Every thread frees what the next one allocated, then allocates the same
+ * sizes again.  In REMOTE it allocates as soon as its own frees are done,
+ * while its blocks may still be being freed by the previous thread; in
+ * REUSE it waits until every thread has freed, so that its own blocks are
+ * all there to be reused. */
+static void exchange(struct worker *worker, const struct worker *next, int scenario)
+{
+    pthread_barrier_wait(&step);
+    void **received = next->blocks;
+    void **mine = worker->blocks;
+    void **replacement = bench_xcalloc((size_t)params[BLOCKS].value, sizeof *replacement);
+    pthread_barrier_wait(&step);
+    double start = bench_now();
+    free_all(received);
+    if (scenario == REUSE)
+        pthread_barrier_wait(&step);
+    worker->blocks = replacement;
+    allocate_all(worker);
+    worker->seconds[scenario] = bench_now() - start;
+    /* The previous thread reads mine until it has freed every block. */
+    pthread_barrier_wait(&step);
+    free(mine);
+    take_census(worker, scenario, worker->node->id);
+}
+
 static void *run_worker(void *argument)
 {
     struct worker *worker = argument;
@@ -131,35 +157,8 @@ static void *run_worker(void *argument)
     worker->seconds[ALLOC] = bench_now() - start;
     take_census(worker, ALLOC, worker->node->id);
 
-    /* Every thread frees what the next one allocated, in exchange. */
-    pthread_barrier_wait(&step);
-    void **received = next->blocks;
-    void **mine = worker->blocks;
-    void **replacement = bench_xcalloc((size_t)params[BLOCKS].value, sizeof *replacement);
-    pthread_barrier_wait(&step);
-    start = bench_now();
-    free_all(received);
-    pthread_barrier_wait(&step);
-    free(mine);
-    worker->blocks = replacement;
-    allocate_all(worker);
-    worker->seconds[REMOTE] = bench_now() - start;
-    take_census(worker, REMOTE, worker->node->id);
-
-    /* The same exchange, but nobody allocates until every block is home. */
-    pthread_barrier_wait(&step);
-    received = next->blocks;
-    mine = worker->blocks;
-    replacement = bench_xcalloc((size_t)params[BLOCKS].value, sizeof *replacement);
-    pthread_barrier_wait(&step);
-    start = bench_now();
-    free_all(received);
-    pthread_barrier_wait(&step);
-    free(mine);
-    worker->blocks = replacement;
-    allocate_all(worker);
-    worker->seconds[REUSE] = bench_now() - start;
-    take_census(worker, REUSE, worker->node->id);
+    exchange(worker, next, REMOTE);
+    exchange(worker, next, REUSE);
 
     pthread_barrier_wait(&step);
     start = bench_now();
