@@ -3,8 +3,11 @@
 // or calls the installed new-handler, which can free a reserve so that the
 // retry succeeds; nothrow new returns nullptr, aligned new aligns, and every
 // delete form frees (the next new of the size gets the block back).
-// With --wrong-size it makes a sized delete with the wrong size, which
-// test_cxx_preload.sh runs at HAKMEM_HARDEN=2 to see it refused.
+// Its other modes are for test_cxx_preload.sh: --wrong-size makes a sized
+// delete with the wrong size (refused at HAKMEM_HARDEN=2); --exhaust news
+// 64 MiB blocks until std::bad_alloc comes (run under ulimit -v);
+// --double-delete and --interior-delete misuse delete as the misuse tests
+// misuse free, and hakmem must stop them.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -222,6 +225,44 @@ static void test_delete_forms()
     ::operator delete[](nullptr);
 }
 
+// Until the address space runs out; 1 when it never does within 64 GiB.
+static int exhaust()
+{
+    static char *blocks[1024];
+    std::size_t count = 0;
+    try {
+        for (; count < 1024; count++) {
+            blocks[count] = new char[opaque(64u << 20)];
+            blocks[count][0] = 1;
+        }
+    } catch (const std::bad_alloc &) {
+        std::printf("std::bad_alloc after %zu MiB\n", count * 64);
+        for (std::size_t i = 0; i < count; i++)
+            delete[] blocks[i];
+        return 0;
+    }
+    std::printf("no std::bad_alloc within %zu MiB\n", count * 64);
+    return 1;
+}
+
+// Pointers through a volatile, so that the compiler cannot see the misuse.
+static char *volatile misused;
+
+static int misuse(const char *mode)
+{
+    if (!std::strcmp(mode, "--double-delete")) {
+        misused = new char[opaque(48)];
+        delete[] misused;
+        delete[] misused;
+    } else {
+        misused = new char[opaque(256)];
+        char *volatile inside = misused + opaque(64);
+        delete[] inside;
+    }
+    std::printf("%s was let through\n", mode);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !std::strcmp(argv[1], "--wrong-size")) {
@@ -230,6 +271,11 @@ int main(int argc, char **argv)
         std::printf("a sized delete with the wrong size was let through\n");
         return 0;
     }
+    if (argc > 1 && !std::strcmp(argv[1], "--exhaust"))
+        return exhaust();
+    if (argc > 1 &&
+        (!std::strcmp(argv[1], "--double-delete") || !std::strcmp(argv[1], "--interior-delete")))
+        return misuse(argv[1]);
     test_resolution();
     test_bad_alloc();
     test_handler_then_throw();

@@ -2,7 +2,9 @@
 # The C++ operators cost C programs nothing: libhakmem.so does not depend on
 # libstdc++, and a C program that preloads it does not map libstdc++.  At
 # HAKMEM_HARDEN=2 the operators pass test_cxx_operators again, and a sized
-# delete with the wrong size is refused.
+# delete with the wrong size is refused.  new throws std::bad_alloc when the
+# address space runs out (ulimit -v), and a double delete or a delete inside
+# a block stops with hakmem's message at levels 1 and 2, as free does.
 set -u
 
 builddir=${HAKMEM_BUILDDIR:-$(pwd)}
@@ -56,5 +58,28 @@ if [ "$code" -eq 0 ] || ! grep -q 'hakmem: sized delete with the wrong size' "$w
     status=1
 fi
 
-[ "$status" -eq 0 ] && echo "ok: no libstdc++ for C programs; checked sized deletes at level 2"
+# 1 GiB of address space: the program's own mappings fit, 64 MiB blocks
+# soon do not.
+(ulimit -v 1048576 && "$prog" --exhaust) >"$work/out" 2>&1
+code=$?
+if [ "$code" -ne 0 ] || ! grep -q '^std::bad_alloc after' "$work/out"; then
+    echo "FAIL: under ulimit -v, new did not throw std::bad_alloc (exit $code):"
+    cat "$work/out"
+    status=1
+fi
+
+for level in 1 2; do
+    for misuse in double-delete:'hakmem: double free' \
+        interior-delete:'hakmem: free of a pointer inside a block'; do
+        HAKMEM_HARDEN=$level "$prog" "--${misuse%%:*}" >"$work/out" 2>&1
+        code=$?
+        if [ "$code" -eq 0 ] || ! grep -q "${misuse#*:}" "$work/out"; then
+            echo "FAIL: --${misuse%%:*} at HAKMEM_HARDEN=$level exited with $code, without '${misuse#*:}':"
+            cat "$work/out"
+            status=1
+        fi
+    done
+done
+
+[ "$status" -eq 0 ] && echo "ok: no libstdc++ for C programs; sized deletes checked at level 2; bad_alloc under ulimit -v; misused deletes stopped"
 exit $status
