@@ -40,7 +40,7 @@ HAK_API struct mallinfo2 mallinfo2(void)
     for (unsigned node = 0; node < hak_numa_node_count(); node++)
         retained += node_retained(node, &retained_count);
     return (struct mallinfo2){
-        .arena = counter(HAK_STAT_MAPPED_BYTES) - counter(HAK_STAT_UNMAPPED_BYTES),
+        .arena = hak_stat_mapped_now(),
         .ordblks = retained_count,
         .smblks = heaps.cached_blocks,
         .hblks = counter(HAK_STAT_LARGE_LIVE),
@@ -106,8 +106,11 @@ HAK_API int mallopt(int param, int value)
     switch (param) {
     case M_TRIM_THRESHOLD:
         /* glibc's bound on the free memory it keeps before trimming:
-         * hakmem's is the HotSpanBox budget (large mappings kept get half). */
-        return value >= 0 && hak_options_set_bytes("HAKMEM_HOT_BYTES", (size_t)value);
+         * hakmem's is the HotSpanBox budget (large mappings kept get half).
+         * glibc reads the value as unsigned: -1 is "never trim", a budget
+         * without bound. */
+        hak_options_set_hot_bytes((size_t)(unsigned long)(long)value);
+        return 1;
     case M_MXFAST:
         /* glibc's range, though hakmem has no fastbins to size. */
         return value >= 0 && (size_t)value <= 80 * sizeof(size_t) / 4;
@@ -207,7 +210,7 @@ HAK_API int malloc_info(int options, FILE *fp)
     print_element(&out, "total", "mmap", &large, counter(HAK_STAT_LARGE_LIVE_MAPPED));
     print_system(&out, atomic_load_explicit(&hak_stat_nodes_mapped, memory_order_relaxed),
                  atomic_load_explicit(&hak_stat_nodes_peak, memory_order_relaxed),
-                 counter(HAK_STAT_MAPPED_BYTES) - counter(HAK_STAT_UNMAPPED_BYTES));
+                 hak_stat_mapped_now());
     hak_print_str(&out, "</malloc>\n");
     emit(&out, fp);
     return 0;

@@ -95,25 +95,13 @@ static bool parse(const struct hak_option *opt, const char *text)
 void hak_options_load(void)
 {
     for (size_t i = 0; i < hak_option_count; i++) {
-        const char *text = getenv(hak_option_table[i].name);
+        const char *text = secure_getenv(hak_option_table[i].name);
         if (text && !parse(&hak_option_table[i], text))
             warn(hak_option_table[i].name, text);
     }
     /* A file named is a report asked for. */
     if (hak_options.stats_file[0] && hak_options.stats == HAK_STATS_OFF)
         hak_options.stats = HAK_STATS_TEXT;
-}
-
-bool hak_options_set_bytes(const char *name, size_t value)
-{
-    for (size_t i = 0; i < hak_option_count; i++) {
-        const struct hak_option *opt = &hak_option_table[i];
-        if (opt->type == HAK_OPT_BYTES && !strcmp(opt->name, name)) {
-            __atomic_store_n((size_t *)opt->value, value, __ATOMIC_RELAXED);
-            return true;
-        }
-    }
-    return false;
 }
 
 static uint64_t number_value(const struct hak_option *opt)

@@ -62,15 +62,16 @@ struct hak_printer;
 void hak_options_print(struct hak_printer *out);
 void hak_options_print_json(struct hak_printer *out);
 
-/* Changes a byte-sized option (OPT_BYTES in the table) while the process
- * runs, for mallopt; false for a name that is no such option. */
-bool hak_options_set_bytes(const char *name, size_t value);
-
-/* The HotSpanBox budget, which mallopt may change while other threads read
- * it. */
+/* The HotSpanBox budget, the one option mallopt may change while other
+ * threads read it. */
 static inline size_t hak_options_hot_bytes(void)
 {
     return __atomic_load_n(&hak_options.hot_bytes, __ATOMIC_RELAXED);
+}
+
+static inline void hak_options_set_hot_bytes(size_t bytes)
+{
+    __atomic_store_n(&hak_options.hot_bytes, bytes, __ATOMIC_RELAXED);
 }
 
 #endif

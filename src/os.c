@@ -85,6 +85,18 @@ bool hak_os_bind_policy_nodes(unsigned long mask[HAK_OS_NODEMASK_WORDS])
     return true;
 }
 
+bool hak_os_allowed_memory_nodes(unsigned long mask[HAK_OS_NODEMASK_WORDS])
+{
+    enum { POLICY_BITS = 4096 };
+    unsigned long allowed[POLICY_BITS / (8 * sizeof(unsigned long))];
+    int mode;
+    if (syscall(SYS_get_mempolicy, &mode, allowed, (unsigned long)POLICY_BITS, NULL,
+                MPOL_F_MEMS_ALLOWED) != 0)
+        return false;
+    memcpy(mask, allowed, HAK_OS_NODEMASK_WORDS * sizeof(unsigned long));
+    return true;
+}
+
 size_t hak_os_read_file(const char *path, char *buf, size_t size)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -174,7 +186,7 @@ int hak_os_keep_fd(int fd)
 
 int hak_os_open_append(const char *path)
 {
-    return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
 }
 
 void hak_os_close(int fd)

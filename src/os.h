@@ -32,6 +32,9 @@ void hak_os_mbind_move(void *addr, size_t size, enum hak_os_mpol mode, const uns
 /* The nodes of a process-wide MPOL_BIND policy (numactl --membind); false
  * for any other policy. */
 bool hak_os_bind_policy_nodes(unsigned long mask[HAK_OS_NODEMASK_WORDS]);
+/* The nodes the calling thread's cpuset lets it allocate from; false where
+ * the kernel cannot say. */
+bool hak_os_allowed_memory_nodes(unsigned long mask[HAK_OS_NODEMASK_WORDS]);
 /* Up to size bytes of a file (a sysfs or procfs one); 0 when it cannot be
  * read. */
 size_t hak_os_read_file(const char *path, char *buf, size_t size);
@@ -51,7 +54,8 @@ bool hak_os_is_file(int fd, const struct hak_os_file_id *id);
 /* A close-on-exec copy of fd, numbered out of the way of the descriptors
  * programs use (from 64 on); -1 when it cannot be made. */
 int hak_os_keep_fd(int fd);
-/* For appending a report (created 0644); -1 on failure. */
+/* For appending a report (created 0644, never through a symbolic link);
+ * -1 on failure. */
 int hak_os_open_append(const char *path);
 void hak_os_close(int fd);
 uint64_t hak_os_now_ms(void);

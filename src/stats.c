@@ -317,8 +317,8 @@ static struct hak_os_file_id stderr_id;
 
 void hak_stats_setup(void)
 {
-    if (hak_options.stats == HAK_STATS_OFF || hak_options.stats_file[0] ||
-        !hak_os_file_id(2, &stderr_id))
+    /* Also with a file named: an error opening it goes to stderr. */
+    if (hak_options.stats == HAK_STATS_OFF || !hak_os_file_id(2, &stderr_id))
         return;
     kept_stderr = hak_os_keep_fd(2);
 }
@@ -372,7 +372,9 @@ void hak_stats_report_at_exit(void)
     static char path[HAK_OPTION_PATH_MAX + 24];
     int fd = report_path(path, sizeof(path)) ? hak_os_open_append(path) : -1;
     if (fd < 0) {
-        struct hak_printer out = {.fd = 2};
+        struct hak_printer out = {.fd = report_fd()};
+        if (out.fd < 0)
+            return;
         hak_print_str(&out, "hakmem: cannot write the statistics to ");
         hak_print_str(&out, hak_options.stats_file);
         hak_print_str(&out, "\n");

@@ -91,6 +91,17 @@ static inline void hak_stat_pages_out(enum hak_page_bucket bucket, uint64_t firs
         atomic_fetch_add_explicit(&hak_stat_pages[bucket].reused, reused, memory_order_relaxed);
 }
 
+/* Bytes mapped now.  The unmapped count is read first: both only grow, so
+ * another thread's map and unmap between the two reads cannot make the
+ * difference wrap. */
+static inline uint64_t hak_stat_mapped_now(void)
+{
+    uint64_t unmapped =
+        atomic_load_explicit(&hak_stat_counters[HAK_STAT_UNMAPPED_BYTES], memory_order_acquire);
+    return atomic_load_explicit(&hak_stat_counters[HAK_STAT_MAPPED_BYTES], memory_order_acquire) -
+           unmapped;
+}
+
 static inline void hak_stat_add(enum hak_stat which, uint64_t n)
 {
     atomic_fetch_add_explicit(&hak_stat_counters[which], n, memory_order_relaxed);

@@ -181,7 +181,11 @@ static void test_mallopt(void)
     CHECK(kept_some >= 4 * MiB, "at M_TRIM_THRESHOLD 64 MiB hakmem kept only %zu freed bytes",
           kept_some);
     CHECK(mallopt(M_TRIM_THRESHOLD, 32 << 20) == 1, "mallopt(M_TRIM_THRESHOLD, 32 MiB) refused");
-    CHECK(mallopt(M_TRIM_THRESHOLD, -1) == 0, "mallopt(M_TRIM_THRESHOLD, -1) accepted");
+    /* glibc's idiom for "never trim": taken, as an unbounded budget. */
+    CHECK(mallopt(M_TRIM_THRESHOLD, -1) == 1, "mallopt(M_TRIM_THRESHOLD, -1) refused");
+    size_t kept_all = keepcost_after_frees();
+    CHECK(kept_all >= 4 * MiB, "at M_TRIM_THRESHOLD -1 hakmem kept only %zu freed bytes", kept_all);
+    CHECK(mallopt(M_TRIM_THRESHOLD, 32 << 20) == 1, "mallopt(M_TRIM_THRESHOLD, 32 MiB) refused");
 
     static const int ignored[] = {M_TOP_PAD, M_MMAP_THRESHOLD, M_MMAP_MAX, M_CHECK_ACTION,
                                   M_PERTURB, M_ARENA_TEST,     M_ARENA_MAX};

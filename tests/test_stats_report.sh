@@ -110,7 +110,22 @@ EOF
     fi
 fi
 
-# A file that cannot be written is said so, on stderr.
+# A file that cannot be written is said so, on stderr: the stderr the
+# program started with, not a file it opened in its place.
+if [ -x /usr/bin/python3 ]; then
+    HAKMEM_STATS_FILE=/nonexistent/dir/report LD_PRELOAD=$lib /usr/bin/python3 -c "
+import os
+os.close(2)
+fd = os.open('$work/own2', os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b'own data\\n')
+" 2>"$work/stderr"
+    if [ "$(cat "$work/own2")" = "own data" ] && grep -q 'cannot write the statistics' "$work/stderr"; then
+        echo "ok: the error about HAKMEM_STATS_FILE goes to the original stderr"
+    else
+        fail "replaced stderr: file '$(head -c 100 "$work/own2")', stderr '$(head -c 100 "$work/stderr")'"
+    fi
+fi
+
 HAKMEM_STATS_FILE=/nonexistent/dir/report LD_PRELOAD=$lib /bin/true 2>"$work/stderr"
 if grep -q 'hakmem: cannot write the statistics to /nonexistent/dir/report' "$work/stderr"; then
     echo "ok: an unwritable HAKMEM_STATS_FILE is reported"

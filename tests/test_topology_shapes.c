@@ -456,6 +456,38 @@ static void test_refused(void)
     CHECK(hak_topology_build(&layout) == NULL && layout.fault == HAK_LAYOUT_NO_MEMORY,
           "no usable memory: fault %d", (int)layout.fault);
 
+    /* A CPU list longer than the reader's buffer is refused, not cut. */
+    static const struct shape one = {"long list", 4,  4, 1, {NODE(0, "0-1"), NODE(1, "2-3"), END},
+                                     NULL,        "", ""};
+    write_shape(&one);
+    char long_list[12000];
+    size_t len = 0;
+    for (unsigned cpu = 0; cpu < 4000; cpu += 2)
+        len +=
+            (size_t)snprintf(long_list + len, sizeof(long_list) - len, "%s%u", cpu ? "," : "", cpu);
+    snprintf(long_list + len, sizeof(long_list) - len, "\n");
+    write_file("/sys/devices/system/node/node0/cpulist", long_list);
+    CHECK(hak_sysfs_read_layout(root_dir, &layout), "long list: unreadable");
+    CHECK(hak_topology_build(&layout) == NULL && layout.fault == HAK_LAYOUT_LIST_TOO_LONG,
+          "a cut CPU list: fault %d", (int)layout.fault);
+
+    /* CPUs past HAK_LAYOUT_CPUS keep index 0; the others are placed. */
+    write_shape(&one);
+    write_file("/sys/devices/system/node/node1/cpulist", "2-3,9000-9001\n");
+    struct hak_numa_map *map = sysfs_map();
+    check_map("CPUs past 8192", "sysfs", map, "0 1", "0 0 1 1");
+    if (map)
+        hak_topology_map_free(map);
+
+    /* More nodes than a layout holds. */
+    write_shape(&one);
+    char online[32];
+    snprintf(online, sizeof(online), "0-%d\n", HAK_LAYOUT_NODES);
+    write_file("/sys/devices/system/node/online", online);
+    CHECK(hak_sysfs_read_layout(root_dir, &layout), "too many nodes: unreadable");
+    CHECK(hak_topology_build(&layout) == NULL && layout.fault == HAK_LAYOUT_TOO_MANY_NODES,
+          "%d nodes: fault %d", HAK_LAYOUT_NODES + 1, (int)layout.fault);
+
     char missing[600];
     snprintf(missing, sizeof(missing), "%s/nothing", root_dir);
     CHECK(!hak_sysfs_read_layout(missing, &layout), "a tree without sysfs was read");

@@ -304,9 +304,7 @@ static void discover_topology(void)
 
 static void maybe_discover_topology(void)
 {
-    uint64_t mapped =
-        atomic_load_explicit(&hak_stat_counters[HAK_STAT_MAPPED_BYTES], memory_order_relaxed) -
-        atomic_load_explicit(&hak_stat_counters[HAK_STAT_UNMAPPED_BYTES], memory_order_relaxed);
+    uint64_t mapped = hak_stat_mapped_now();
     if (atomic_load_explicit(&registry.count, memory_order_relaxed) < 2 && mapped < DISCOVERY_BYTES)
         return;
     discover_topology();

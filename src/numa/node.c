@@ -109,18 +109,24 @@ static struct hak_numa_map *map_from_sysfs(struct hak_printer *why_not)
     return map;
 }
 
+/* cpu: the first CPU they place apart, or -1 when they differ in the nodes
+ * the process may use (a memory-only node, a cpuset). */
 static void note_disagreement(struct hak_printer *note, const char *version,
                               const struct hak_numa_map *hwloc_map,
-                              const struct hak_numa_map *sysfs_map, unsigned cpu)
+                              const struct hak_numa_map *sysfs_map, int cpu)
 {
     hak_print_str(note, "sysfs (hwloc ");
     hak_print_str(note, version);
+    if (cpu < 0) {
+        hak_print_str(note, " and the kernel's lists name other usable nodes)");
+        return;
+    }
     hak_print_str(note, " put CPU ");
-    hak_print_u64(note, cpu, 0);
+    hak_print_u64(note, (unsigned)cpu, 0);
     hak_print_str(note, " on node ");
-    hak_print_u64(note, hak_topology_os_node_of_cpu(hwloc_map, cpu), 0);
+    hak_print_u64(note, hak_topology_os_node_of_cpu(hwloc_map, (unsigned)cpu), 0);
     hak_print_str(note, ", the kernel on node ");
-    hak_print_u64(note, hak_topology_os_node_of_cpu(sysfs_map, cpu), 0);
+    hak_print_u64(note, hak_topology_os_node_of_cpu(sysfs_map, (unsigned)cpu), 0);
     hak_print_str(note, ")");
 }
 
@@ -135,8 +141,8 @@ static struct hak_numa_map *build_map(struct hak_printer *note)
     struct hak_numa_map *from_sysfs = map_from_sysfs(&sysfs_why);
     if (from_hwloc && from_sysfs) {
         int cpu = hak_topology_first_difference(from_hwloc, from_sysfs);
-        if (cpu >= 0) {
-            note_disagreement(note, version, from_hwloc, from_sysfs, (unsigned)cpu);
+        if (cpu >= 0 || !hak_topology_same_nodes(from_hwloc, from_sysfs)) {
+            note_disagreement(note, version, from_hwloc, from_sysfs, cpu);
             hak_topology_map_free(from_hwloc);
             return from_sysfs;
         }

@@ -102,12 +102,12 @@ static struct {
     char online[1024], memory[1024], allowed[1024], text[4096];
 } scratch;
 
-static size_t read_list(const char *root, const char *file, char *text, size_t size)
+static struct path root_path(const char *root, const char *file)
 {
     struct path path = {.len = 0};
     path_add(&path, root);
     path_add(&path, file);
-    return hak_os_read_file(path.text, text, size);
+    return path;
 }
 
 static bool in_list(const char *text, size_t len, unsigned value)
@@ -120,13 +120,27 @@ static bool in_list(const char *text, size_t len, unsigned value)
     return false;
 }
 
+/* Reads a file whole: a list cut at the buffer's end would name wrong
+ * CPUs or nodes (a cut "1234" reads as 12), so a full buffer is a fault. */
+static size_t read_whole(const char *path, char *text, size_t size, struct hak_numa_layout *layout)
+{
+    size_t len = hak_os_read_file(path, text, size);
+    if (len == size) {
+        layout->fault = HAK_LAYOUT_LIST_TOO_LONG;
+        return 0;
+    }
+    return len;
+}
+
 /* The node list of the cpuset the process runs in, from the status file's
- * "Mems_allowed_list:" line; 0 when there is none (no cpuset support). */
+ * "Mems_allowed_list:" line; 0 when there is none (no cpuset support).
+ * Only for a fake tree: on this machine the kernel says it directly. */
 static size_t allowed_memory(const char *root, char *text, size_t size)
 {
     static const char key[] = "\nMems_allowed_list:";
     char *status = scratch.text;
-    size_t len = read_list(root, "/proc/self/status", status, sizeof(scratch.text) - 1);
+    size_t len = hak_os_read_file(root_path(root, "/proc/self/status").text, status,
+                                  sizeof(scratch.text) - 1);
     status[len] = '\0';
     const char *line = strstr(status, key);
     if (!line)
@@ -141,13 +155,19 @@ static size_t allowed_memory(const char *root, char *text, size_t size)
     return n;
 }
 
+static bool allowed_here(const unsigned long *mask, unsigned node)
+{
+    enum { LONG_BITS = 8 * sizeof(unsigned long) };
+    return node < HAK_OS_MAX_NODES && mask[node / LONG_BITS] >> (node % LONG_BITS) & 1;
+}
+
 /* Each node's row of the distance table, in the order of the online list. */
 static bool read_distances(const char *root, struct hak_numa_layout *layout)
 {
     for (unsigned i = 0; i < layout->node_count; i++) {
         const char *text = scratch.text;
         struct path path = node_path(root, layout->node[i].os_id, "/distance");
-        size_t len = hak_os_read_file(path.text, scratch.text, sizeof(scratch.text));
+        size_t len = read_whole(path.text, scratch.text, sizeof(scratch.text), layout);
         size_t pos = 0;
         for (unsigned j = 0; j < layout->node_count; j++) {
             while (pos < len && text[pos] == ' ')
@@ -164,25 +184,31 @@ bool hak_sysfs_read_layout(const char *root, struct hak_numa_layout *layout)
 {
     hak_layout_reset(layout);
     char *online = scratch.online, *memory = scratch.memory, *allowed = scratch.allowed;
-    size_t online_len =
-        read_list(root, "/sys/devices/system/node/online", online, sizeof(scratch.online));
+    struct path path = root_path(root, "/sys/devices/system/node/online");
+    size_t online_len = read_whole(path.text, online, sizeof(scratch.online), layout);
     if (!online_len)
-        return false;
+        return layout->fault != HAK_LAYOUT_SOUND; /* a fault says why */
     /* Without has_memory (kernels before 2.6.36), every node counts. */
-    size_t memory_len =
-        read_list(root, "/sys/devices/system/node/has_memory", memory, sizeof(scratch.memory));
-    size_t allowed_len = allowed_memory(root, allowed, sizeof(scratch.allowed));
+    path = root_path(root, "/sys/devices/system/node/has_memory");
+    size_t memory_len = read_whole(path.text, memory, sizeof(scratch.memory), layout);
+    unsigned long here[HAK_OS_NODEMASK_WORDS];
+    bool from_kernel = !root[0] && hak_os_allowed_memory_nodes(here);
+    size_t allowed_len = from_kernel ? 0 : allowed_memory(root, allowed, sizeof(scratch.allowed));
     unsigned first, last;
     size_t pos = 0;
-    while (hak_numa_list_next(online, online_len, &pos, &first, &last))
-        for (unsigned node = first; node <= last; node++)
+    while (hak_numa_list_next(online, online_len, &pos, &first, &last)) {
+        for (unsigned node = first; node <= last; node++) {
+            bool may_use = from_kernel ? allowed_here(here, node)
+                                       : !allowed_len || in_list(allowed, allowed_len, node);
             if (!hak_layout_add_node(layout, node, !memory_len || in_list(memory, memory_len, node),
-                                     !allowed_len || in_list(allowed, allowed_len, node)))
+                                     may_use))
                 return true; /* the fault says why */
+        }
+    }
     for (unsigned i = 0; i < layout->node_count; i++) {
         const char *cpus = scratch.text;
-        struct path path = node_path(root, layout->node[i].os_id, "/cpulist");
-        size_t len = hak_os_read_file(path.text, scratch.text, sizeof(scratch.text));
+        path = node_path(root, layout->node[i].os_id, "/cpulist");
+        size_t len = read_whole(path.text, scratch.text, sizeof(scratch.text), layout);
         size_t at = 0;
         while (hak_numa_list_next(cpus, len, &at, &first, &last))
             for (unsigned cpu = first; cpu <= last && cpu < HAK_LAYOUT_CPUS; cpu++)

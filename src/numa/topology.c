@@ -139,6 +139,12 @@ unsigned hak_topology_os_node_of_cpu(const struct hak_numa_map *map, unsigned cp
     return map->os_node[cpu < map->cpu_count ? map->cpu_node[cpu] : 0];
 }
 
+bool hak_topology_same_nodes(const struct hak_numa_map *a, const struct hak_numa_map *b)
+{
+    return a->node_count == b->node_count &&
+           !memcmp(a->os_node, b->os_node, a->node_count * sizeof(a->os_node[0]));
+}
+
 int hak_topology_first_difference(const struct hak_numa_map *a, const struct hak_numa_map *b)
 {
     unsigned cpus = a->cpu_count > b->cpu_count ? a->cpu_count : b->cpu_count;
@@ -168,7 +174,12 @@ void hak_layout_print_fault(struct hak_printer *out, const struct hak_numa_layou
         hak_print_str(out, "no node the process may use has memory");
         break;
     case HAK_LAYOUT_TOO_MANY_NODES:
-        hak_print_str(out, "more than 64 nodes");
+        hak_print_str(out, "more than ");
+        hak_print_u64(out, HAK_LAYOUT_NODES, 0);
+        hak_print_str(out, " nodes");
+        break;
+    case HAK_LAYOUT_LIST_TOO_LONG:
+        hak_print_str(out, "a sysfs list too long to read whole");
         break;
     case HAK_LAYOUT_NO_ROOM:
         hak_print_str(out, "no memory for the map");

@@ -29,6 +29,7 @@ enum hak_layout_fault {
     HAK_LAYOUT_NO_MEMORY,      /* no node the process may use has memory */
     HAK_LAYOUT_TOO_MANY_NODES, /* more than HAK_LAYOUT_NODES */
     HAK_LAYOUT_NO_ROOM,        /* the map could not be mapped */
+    HAK_LAYOUT_LIST_TOO_LONG,  /* a sysfs list longer than its buffer */
 };
 
 struct hak_layout_node {
@@ -79,6 +80,7 @@ void hak_topology_map_free(struct hak_numa_map *map);
 
 /* The first CPU the two maps send to different OS nodes, or -1 when they
  * agree on every CPU either knows. */
+bool hak_topology_same_nodes(const struct hak_numa_map *a, const struct hak_numa_map *b);
 int hak_topology_first_difference(const struct hak_numa_map *a, const struct hak_numa_map *b);
 /* The OS node a map sends cpu to. */
 unsigned hak_topology_os_node_of_cpu(const struct hak_numa_map *map, unsigned cpu);
