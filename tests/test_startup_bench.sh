@@ -103,16 +103,16 @@ for case in ("true", "threads", "make"):
         failures.append("%s: glibc's ratio and difference against itself: %s"
                         % (case, rows["glibc"][-2:]))
 
-# Every run under slow sleeps 30 ms.  Its median against glibc's has a wide
-# margin: on a loaded machine a few runs take tens of ms longer.
+# Every run under slow sleeps 30 ms.  The fastest runs are compared: on a
+# loaded machine (CI beside other jobs) medians drift by tens of ms, while
+# no run under slow can be faster than its sleep.
 for case in ("true", "threads"):
     slow = report["results"].get(case, {}).get("slow")
     glibc = report["results"].get(case, {}).get("glibc")
-    if slow and glibc and (slow["min_ms"] < 30 or
-                           slow["median_ms"] - glibc["median_ms"] < 10):
-        failures.append("%s: a constructor sleeping 30 ms: fastest run %.2f ms, median %.2f ms "
-                        "slower than glibc's: is the preload reaching the measured process?"
-                        % (case, slow["min_ms"], slow["median_ms"] - glibc["median_ms"]))
+    if slow and glibc and (slow["min_ms"] < 30 or slow["min_ms"] - glibc["min_ms"] < 20):
+        failures.append("%s: a constructor sleeping 30 ms: fastest run %.2f ms, %.2f ms slower "
+                        "than glibc's fastest: is the preload reaching the measured process?"
+                        % (case, slow["min_ms"], slow["min_ms"] - glibc["min_ms"]))
 if "skipping missing" not in stderr:
     failures.append("the missing allocator was not reported:\n" + stderr)
 
