@@ -2,7 +2,9 @@
 # The C++ operators cost C programs nothing: libhakmem.so does not depend on
 # libstdc++, and a C program that preloads it does not map libstdc++.  At
 # HAKMEM_HARDEN=2 the operators pass test_cxx_operators again, and a sized
-# delete with the wrong size is refused.  new throws std::bad_alloc when the
+# delete with the wrong size is refused; cxx_replaced_new, which replaces
+# operator new and delete over blocks with a header, passes there too (no
+# size check on its blocks).  new throws std::bad_alloc when the
 # address space runs out (ulimit -v), and a double delete or a delete inside
 # a block stops with hakmem's message at levels 1 and 2, as free does.
 set -u
@@ -10,8 +12,9 @@ set -u
 builddir=${HAKMEM_BUILDDIR:-$(pwd)}
 lib=${HAKMEM_LIB:-$builddir/src/.libs/libhakmem.so}
 prog=$builddir/tests/test_cxx_operators
+replaced=$builddir/tests/cxx_replaced_new
 
-for file in "$lib" "$prog"; do
+for file in "$lib" "$prog" "$replaced"; do
     if [ ! -e "$file" ]; then
         echo "ERROR: $file does not exist: build it first (make check)"
         exit 99
@@ -46,6 +49,12 @@ fi
 
 if ! HAKMEM_HARDEN=2 "$prog" >"$work/out" 2>&1; then
     echo "FAIL: test_cxx_operators fails at HAKMEM_HARDEN=2:"
+    cat "$work/out"
+    status=1
+fi
+
+if ! HAKMEM_HARDEN=2 "$replaced" >"$work/out" 2>&1; then
+    echo "FAIL: cxx_replaced_new fails at HAKMEM_HARDEN=2:"
     cat "$work/out"
     status=1
 fi
