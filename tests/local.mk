@@ -118,6 +118,15 @@ tests_cxx_replaced_new_CXXFLAGS = $(AM_CXXFLAGS) $(PTHREAD_CFLAGS) -fsized-deall
 tests_cxx_replaced_new_LDFLAGS = -no-install $(PTHREAD_LIBS)
 tests_cxx_replaced_new_LDADD = src/libhakmem.la -ldl
 
+# Run by test_cxx_preload.sh with hakmem preloaded: a C program that
+# dlopens a C++ plugin, whose failing new must throw std::bad_alloc.
+check_PROGRAMS += tests/cxx_plugin_host
+tests_cxx_plugin_host_SOURCES = tests/cxx_plugin_host.c
+tests_cxx_plugin_host_LDADD = $(DL_LIBS)
+check_LTLIBRARIES += tests/cxx_plugin.la
+tests_cxx_plugin_la_SOURCES = tests/cxx_plugin.cc
+tests_cxx_plugin_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
+
 # Run by test_preload.sh with and without hakmem preloaded, so it links only
 # the C++ runtime.
 tests_cxx_map_threads_SOURCES = tests/cxx_map_threads.cc
