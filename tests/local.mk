@@ -17,8 +17,9 @@ hakmem_c_tests = \
 	tests/test_trim \
 	tests/test_glibc_ext
 
-check_PROGRAMS += $(hakmem_c_tests) tests/cxx_map_threads tests/test_cxx_operators
-TESTS += $(hakmem_c_tests) tests/test_cxx_operators tests/test_preload.sh tests/test_exports.sh \
+check_PROGRAMS += $(hakmem_c_tests) tests/cxx_map_threads tests/test_cxx_operators \
+	tests/cxx_replaced_new
+TESTS += $(hakmem_c_tests) tests/test_cxx_operators tests/cxx_replaced_new tests/test_preload.sh tests/test_exports.sh \
 	tests/test_harden_levels.sh tests/test_format.sh tests/test_malloc_info.sh \
 	tests/test_cxx_preload.sh tests/test_stats_report.sh
 EXTRA_DIST += tests/test_preload.sh tests/preload_compare.sh tests/test_exports.sh \
@@ -107,6 +108,24 @@ tests_test_cxx_operators_SOURCES = tests/test_cxx_operators.cc
 tests_test_cxx_operators_CXXFLAGS = $(AM_CXXFLAGS) $(PTHREAD_CFLAGS)
 tests_test_cxx_operators_LDFLAGS = -no-install $(PTHREAD_LIBS)
 tests_test_cxx_operators_LDADD = src/libhakmem.la -ldl
+
+# C++, linked with libhakmem, replacing only operator new(size_t) and
+# operator delete(void *): hakmem's other forms must forward to them.  Also
+# run by test_cxx_preload.sh at HAKMEM_HARDEN=2.  -fsized-deallocation: delete
+# calls the sized forms with clang too.
+tests_cxx_replaced_new_SOURCES = tests/cxx_replaced_new.cc
+tests_cxx_replaced_new_CXXFLAGS = $(AM_CXXFLAGS) $(PTHREAD_CFLAGS) -fsized-deallocation
+tests_cxx_replaced_new_LDFLAGS = -no-install $(PTHREAD_LIBS)
+tests_cxx_replaced_new_LDADD = src/libhakmem.la -ldl
+
+# Run by test_cxx_preload.sh with hakmem preloaded: a C program that
+# dlopens a C++ plugin, whose failing new must throw std::bad_alloc.
+check_PROGRAMS += tests/cxx_plugin_host
+tests_cxx_plugin_host_SOURCES = tests/cxx_plugin_host.c
+tests_cxx_plugin_host_LDADD = $(DL_LIBS)
+check_LTLIBRARIES += tests/cxx_plugin.la
+tests_cxx_plugin_la_SOURCES = tests/cxx_plugin.cc
+tests_cxx_plugin_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
 
 # Run by test_preload.sh with and without hakmem preloaded, so it links only
 # the C++ runtime.

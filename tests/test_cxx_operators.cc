@@ -113,6 +113,30 @@ static void test_handler_then_throw()
     std::set_new_handler(nullptr);
 }
 
+// An alignment that is not a power of two (undefined behaviour) fails at
+// once: no handler call, no endless retry.  The handler gives up on its third
+// call, so a loop would end, but with calls counted.
+static void test_bad_alignment()
+{
+    handler_calls = 0;
+    std::set_new_handler(give_up_on_third_call);
+    bool thrown = false;
+    try {
+        ::operator delete(::operator new(opaque(64), std::align_val_t(opaque(48))),
+                          std::align_val_t(48));
+    } catch (const std::bad_alloc &) {
+        thrown = true;
+    }
+    CHECK(thrown && handler_calls == 0, "aligned new to 48: thrown %d after %d handler calls",
+          thrown, handler_calls);
+    handler_calls = 0;
+    std::set_new_handler(give_up_on_third_call);
+    void *quiet = ::operator new[](opaque(64), std::align_val_t(opaque(48)), std::nothrow);
+    CHECK(quiet == nullptr && handler_calls == 0,
+          "nothrow aligned new[] to 48: %p after %d handler calls", quiet, handler_calls);
+    std::set_new_handler(nullptr);
+}
+
 static char *reserve;
 
 static void free_reserve()
@@ -279,6 +303,7 @@ int main(int argc, char **argv)
     test_resolution();
     test_bad_alloc();
     test_handler_then_throw();
+    test_bad_alignment();
     test_handler_frees_reserve();
     test_aligned();
     test_delete_forms();

@@ -2,7 +2,10 @@
 # The C++ operators cost C programs nothing: libhakmem.so does not depend on
 # libstdc++, and a C program that preloads it does not map libstdc++.  At
 # HAKMEM_HARDEN=2 the operators pass test_cxx_operators again, and a sized
-# delete with the wrong size is refused.  new throws std::bad_alloc when the
+# delete with the wrong size is refused; cxx_replaced_new, which replaces
+# operator new and delete over blocks with a header, passes there too (no
+# size check on its blocks).  A C++ plugin that a C program dlopens gets
+# std::bad_alloc from a failing new.  new throws std::bad_alloc when the
 # address space runs out (ulimit -v), and a double delete or a delete inside
 # a block stops with hakmem's message at levels 1 and 2, as free does.
 set -u
@@ -10,8 +13,9 @@ set -u
 builddir=${HAKMEM_BUILDDIR:-$(pwd)}
 lib=${HAKMEM_LIB:-$builddir/src/.libs/libhakmem.so}
 prog=$builddir/tests/test_cxx_operators
+replaced=$builddir/tests/cxx_replaced_new
 
-for file in "$lib" "$prog"; do
+for file in "$lib" "$prog" "$replaced"; do
     if [ ! -e "$file" ]; then
         echo "ERROR: $file does not exist: build it first (make check)"
         exit 99
@@ -50,6 +54,26 @@ if ! HAKMEM_HARDEN=2 "$prog" >"$work/out" 2>&1; then
     status=1
 fi
 
+if ! HAKMEM_HARDEN=2 "$replaced" >"$work/out" 2>&1; then
+    echo "FAIL: cxx_replaced_new fails at HAKMEM_HARDEN=2:"
+    cat "$work/out"
+    status=1
+fi
+
+# A C program that dlopens a C++ plugin (RTLD_LOCAL) after hakmem bound its
+# weak references to libstdc++, to nothing: the plugin's failing new throws.
+host=$builddir/tests/cxx_plugin_host
+plugin=$builddir/tests/.libs/cxx_plugin.so
+if [ ! -e "$host" ] || [ ! -e "$plugin" ]; then
+    echo "ERROR: $host or $plugin does not exist: build them first (make check)"
+    exit 99
+fi
+if ! LD_PRELOAD=$lib "$host" "$plugin" >"$work/out" 2>&1; then
+    echo "FAIL: a C program's C++ plugin, under hakmem, did not get std::bad_alloc:"
+    cat "$work/out"
+    status=1
+fi
+
 HAKMEM_HARDEN=2 "$prog" --wrong-size >"$work/out" 2>&1
 code=$?
 if [ "$code" -eq 0 ] || ! grep -q 'hakmem: sized delete with the wrong size' "$work/out"; then
@@ -81,5 +105,5 @@ for level in 1 2; do
     done
 done
 
-[ "$status" -eq 0 ] && echo "ok: no libstdc++ for C programs; sized deletes checked at level 2; bad_alloc under ulimit -v; misused deletes stopped"
+[ "$status" -eq 0 ] && echo "ok: no libstdc++ for C programs; sized deletes checked at level 2; replaced operators and plugins; bad_alloc under ulimit -v; misused deletes stopped"
 exit $status
