@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/mempolicy.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -192,6 +193,16 @@ int hak_os_open_append(const char *path)
 void hak_os_close(int fd)
 {
     close(fd);
+}
+
+unsigned hak_os_pid(void)
+{
+    return (unsigned)getpid();
+}
+
+void hak_os_yield(void)
+{
+    sched_yield();
 }
 
 uint64_t hak_os_now_ms(void)

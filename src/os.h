@@ -59,6 +59,9 @@ int hak_os_keep_fd(int fd);
 int hak_os_open_append(const char *path);
 void hak_os_close(int fd);
 uint64_t hak_os_now_ms(void);
+unsigned hak_os_pid(void);
+/* Lets another thread run, while waiting for one that holds no lock. */
+void hak_os_yield(void);
 /* Precise, for timing rare events. */
 uint64_t hak_os_now_us(void);
 void hak_os_write(int fd, const char *buf, size_t len);

@@ -2,7 +2,6 @@
 
 #include <string.h>
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include "front/size_class.h"
 #include "front/thread_heap.h"
@@ -266,7 +265,7 @@ static void json_pages(struct hak_printer *out)
 static void print_json(struct hak_printer *out)
 {
     hak_print_str(out, "{");
-    json_number(out, "pid", (uint64_t)getpid(), true);
+    json_number(out, "pid", hak_os_pid(), true);
     json_classes(out);
     json_key(out, "counters", false);
     hak_print_str(out, "{");
@@ -338,7 +337,7 @@ static bool report_path(char *path, size_t size)
 {
     char pid[24];
     struct hak_printer digits = {.fd = -1};
-    hak_print_u64(&digits, (uint64_t)getpid(), 0);
+    hak_print_u64(&digits, hak_os_pid(), 0);
     size_t len = 0;
     for (const char *p = hak_options.stats_file; *p; p++) {
         const char *piece = p;

@@ -1,7 +1,5 @@
 #include "page_map.h"
 
-#include <sched.h>
-
 #include "../numa/binding.h"
 #include "../numa/node.h"
 #include "../os.h"
@@ -94,7 +92,7 @@ void hak_page_map_place_early_chunks(void)
     /* Others wait: their next blocks may come from memory being moved.  The
      * move takes no lock, so waiting cannot deadlock. */
     while (atomic_load_explicit(&state, memory_order_acquire) == MOVING)
-        sched_yield();
+        hak_os_yield();
 }
 
 void hak_page_map_lock(void)

@@ -1,7 +1,6 @@
 #include "topology.h"
 
 #include <string.h>
-#include <sys/mman.h>
 
 #include "../os.h"
 
@@ -112,9 +111,8 @@ struct hak_numa_map *hak_topology_build(struct hak_numa_layout *layout)
     for (unsigned i = 0; i < layout->node_count; i++)
         target[i] = dense[i] != HAK_NO_NODE ? dense[i] : nearest_usable(layout, dense, i);
 
-    struct hak_numa_map *map = mmap(NULL, map_bytes(layout->cpu_count), PROT_READ | PROT_WRITE,
-                                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (map == MAP_FAILED) {
+    struct hak_numa_map *map = hak_os_map_aligned(map_bytes(layout->cpu_count), HAK_PAGE_SIZE);
+    if (!map) {
         layout->fault = HAK_LAYOUT_NO_ROOM;
         return NULL;
     }
@@ -131,7 +129,7 @@ struct hak_numa_map *hak_topology_build(struct hak_numa_layout *layout)
 
 void hak_topology_map_free(struct hak_numa_map *map)
 {
-    munmap(map, map_bytes(map->cpu_count));
+    hak_os_unmap(map, map_bytes(map->cpu_count));
 }
 
 unsigned hak_topology_os_node_of_cpu(const struct hak_numa_map *map, unsigned cpu)

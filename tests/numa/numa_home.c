@@ -18,7 +18,8 @@
  *                sched_setaffinity, which hakmem wraps: with the system
  *                call itself, with libnuma's numa_run_on_node (which makes
  *                the system call; skipped without libnuma.so.1), or moved
- *                by another process (as by taskset -p).
+ *                by another process (as by taskset -p); skipped where glibc
+ *                did not register rseq, which hakmem needs to see them.
  *   onnode       hak_malloc_onnode(size, node) from threads on home and away
  *                puts the block on node, for every node, and hak_node_of says
  *                so; either thread may free it.
@@ -582,6 +583,14 @@ int main(int argc, char **argv)
     }
     if (away == NULL) {
         printf("SKIP: fewer than two nodes to run on (online: %s)\n", machine.online);
+        return EXIT_SKIP;
+    }
+    /* hakmem notices a move it is not told of (every mover but the C
+     * library's) through rseq, which glibc registers from 2.35 on unless
+     * told not to. */
+    extern const unsigned int __rseq_size __attribute__((weak));
+    if (mover_of(argv[1]) > MOVE_LIBC && (!&__rseq_size || !__rseq_size)) {
+        printf("SKIP: glibc did not register rseq for this thread\n");
         return EXIT_SKIP;
     }
     if (mover_of(argv[1]) == MOVE_LIBNUMA) {
