@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "../os.h"
+#include "../print.h"
 #include "topology.h"
 
 static bool is_digit(char c)
@@ -57,57 +58,31 @@ unsigned hak_numa_online_nodes(void)
 
 /* ROOT + the parts, with "node" and a number where asked; no snprintf, which
  * may allocate. */
-struct path {
-    char text[256];
-    size_t len;
-};
-
-static void path_add(struct path *path, const char *part)
-{
-    size_t n = strlen(part);
-    if (path->len + n >= sizeof(path->text))
-        n = sizeof(path->text) - 1 - path->len;
-    memcpy(path->text + path->len, part, n);
-    path->len += n;
-    path->text[path->len] = '\0';
-}
-
-static void path_add_number(struct path *path, unsigned value)
-{
-    char digits[12];
-    size_t n = sizeof(digits) - 1;
-    digits[n] = '\0';
-    do {
-        digits[--n] = (char)('0' + value % 10);
-        value /= 10;
-    } while (value);
-    path_add(path, digits + n);
-}
-
-static struct path node_path(const char *root, unsigned node, const char *file)
-{
-    struct path path = {.len = 0};
-    path_add(&path, root);
-    path_add(&path, "/sys/devices/system/node/node");
-    path_add_number(&path, node);
-    path_add(&path, file);
-    return path;
-}
-
 /* The texts read while filling a layout: static rather than on the stack,
  * since discovery runs inside malloc on whichever thread gets there first,
  * which may have a small stack; it runs once per process.  A CPU list of
  * thousands of CPUs in ranges fits in text. */
 static struct {
     char online[1024], memory[1024], allowed[1024], text[4096];
-} scratch;
+    struct hak_printer path;
+} scratch = {.path = {.fd = -1}};
 
-static struct path root_path(const char *root, const char *file)
+/* ROOT + file, or, for node >= 0, ROOT + that node's sysfs directory +
+ * file; in scratch, until the next call. */
+static const char *path_of(const char *root, int node, const char *file)
 {
-    struct path path = {.len = 0};
-    path_add(&path, root);
-    path_add(&path, file);
-    return path;
+    struct hak_printer *path = &scratch.path;
+    path->len = 0;
+    hak_print_str(path, root);
+    if (node >= 0) {
+        hak_print_str(path, "/sys/devices/system/node/node");
+        hak_print_u64(path, (unsigned)node, 0);
+    }
+    hak_print_str(path, file);
+    if (path->len == sizeof(path->buf))
+        path->len--; /* cut, like any overlong path: it names no file */
+    path->buf[path->len] = '\0';
+    return path->buf;
 }
 
 static bool in_list(const char *text, size_t len, unsigned value)
@@ -139,8 +114,8 @@ static size_t allowed_memory(const char *root, char *text, size_t size)
 {
     static const char key[] = "\nMems_allowed_list:";
     char *status = scratch.text;
-    size_t len = hak_os_read_file(root_path(root, "/proc/self/status").text, status,
-                                  sizeof(scratch.text) - 1);
+    size_t len =
+        hak_os_read_file(path_of(root, -1, "/proc/self/status"), status, sizeof(scratch.text) - 1);
     status[len] = '\0';
     const char *line = strstr(status, key);
     if (!line)
@@ -166,8 +141,8 @@ static bool read_distances(const char *root, struct hak_numa_layout *layout)
 {
     for (unsigned i = 0; i < layout->node_count; i++) {
         const char *text = scratch.text;
-        struct path path = node_path(root, layout->node[i].os_id, "/distance");
-        size_t len = read_whole(path.text, scratch.text, sizeof(scratch.text), layout);
+        size_t len = read_whole(path_of(root, layout->node[i].os_id, "/distance"), scratch.text,
+                                sizeof(scratch.text), layout);
         size_t pos = 0;
         for (unsigned j = 0; j < layout->node_count; j++) {
             while (pos < len && text[pos] == ' ')
@@ -184,13 +159,13 @@ bool hak_sysfs_read_layout(const char *root, struct hak_numa_layout *layout)
 {
     hak_layout_reset(layout);
     char *online = scratch.online, *memory = scratch.memory, *allowed = scratch.allowed;
-    struct path path = root_path(root, "/sys/devices/system/node/online");
-    size_t online_len = read_whole(path.text, online, sizeof(scratch.online), layout);
+    size_t online_len = read_whole(path_of(root, -1, "/sys/devices/system/node/online"), online,
+                                   sizeof(scratch.online), layout);
     if (!online_len)
         return layout->fault != HAK_LAYOUT_SOUND; /* a fault says why */
     /* Without has_memory (kernels before 2.6.36), every node counts. */
-    path = root_path(root, "/sys/devices/system/node/has_memory");
-    size_t memory_len = read_whole(path.text, memory, sizeof(scratch.memory), layout);
+    size_t memory_len = read_whole(path_of(root, -1, "/sys/devices/system/node/has_memory"), memory,
+                                   sizeof(scratch.memory), layout);
     unsigned long here[HAK_OS_NODEMASK_WORDS];
     bool from_kernel = !root[0] && hak_os_allowed_memory_nodes(here);
     size_t allowed_len = from_kernel ? 0 : allowed_memory(root, allowed, sizeof(scratch.allowed));
@@ -207,8 +182,8 @@ bool hak_sysfs_read_layout(const char *root, struct hak_numa_layout *layout)
     }
     for (unsigned i = 0; i < layout->node_count; i++) {
         const char *cpus = scratch.text;
-        path = node_path(root, layout->node[i].os_id, "/cpulist");
-        size_t len = read_whole(path.text, scratch.text, sizeof(scratch.text), layout);
+        size_t len = read_whole(path_of(root, layout->node[i].os_id, "/cpulist"), scratch.text,
+                                sizeof(scratch.text), layout);
         size_t at = 0;
         while (hak_numa_list_next(cpus, len, &at, &first, &last))
             for (unsigned cpu = first; cpu <= last && cpu < HAK_LAYOUT_CPUS; cpu++)
