@@ -11,24 +11,15 @@
 #include <dlfcn.h>
 #include <new>
 
+#include "cxx_check.h"
+
 // Replacing delete(void *) alone is the point: the sized forms are hakmem's.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wsized-deallocation"
 #endif
 
-static int failures;
 static unsigned long news, deletes;
 static const std::uint32_t magic = 0x6e657721;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                              \
-            std::fprintf(stderr, __VA_ARGS__);                                                     \
-            std::fputc('\n', stderr);                                                              \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 __attribute__((noinline)) void *operator new(std::size_t size)
 {

@@ -104,7 +104,7 @@ tests_test_glibc_ext_LDFLAGS = $(hakmem_test_ldflags)
 tests_test_glibc_ext_LDADD = src/libhakmem.la
 
 # C++, linked with libhakmem, whose operators new and delete it tests.
-tests_test_cxx_operators_SOURCES = tests/test_cxx_operators.cc
+tests_test_cxx_operators_SOURCES = tests/test_cxx_operators.cc tests/cxx_check.h
 tests_test_cxx_operators_CXXFLAGS = $(AM_CXXFLAGS) $(PTHREAD_CFLAGS)
 tests_test_cxx_operators_LDFLAGS = -no-install $(PTHREAD_LIBS)
 tests_test_cxx_operators_LDADD = src/libhakmem.la -ldl
@@ -113,7 +113,7 @@ tests_test_cxx_operators_LDADD = src/libhakmem.la -ldl
 # operator delete(void *): hakmem's other forms must forward to them.  Also
 # run by test_cxx_preload.sh at HAKMEM_HARDEN=2.  -fsized-deallocation: delete
 # calls the sized forms with clang too.
-tests_cxx_replaced_new_SOURCES = tests/cxx_replaced_new.cc
+tests_cxx_replaced_new_SOURCES = tests/cxx_replaced_new.cc tests/cxx_check.h
 tests_cxx_replaced_new_CXXFLAGS = $(AM_CXXFLAGS) $(PTHREAD_CFLAGS) -fsized-deallocation
 tests_cxx_replaced_new_LDFLAGS = -no-install $(PTHREAD_LIBS)
 tests_cxx_replaced_new_LDADD = src/libhakmem.la -ldl

@@ -16,19 +16,8 @@
 #include <new>
 #include <sys/resource.h>
 
+#include "cxx_check.h"
 #include "hakmem.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                              \
-            std::fprintf(stderr, __VA_ARGS__);                                                     \
-            std::fputc('\n', stderr);                                                              \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 // Keeps the compiler from folding or dropping a size.
 static std::size_t opaque(std::size_t size)
