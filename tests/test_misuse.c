@@ -27,7 +27,8 @@
 
 /* Sizes and the classes hakmem serves them from, at levels 1 and 2 alike
  * (level 2 adds 8 bytes of canary record, which these classes hold). */
-#define SMALL_SIZE 100  /* C3: 128 B */
+#define SMALL_SIZE 100 /* C3: 128 B */
+#define SMALL_CLASS_SIZE 128
 #define MID_SIZE 5000   /* M8: 5 KiB, 12 to a 64 KiB span */
 #define L25_SIZE 100000 /* L6: 112 KiB, a span of its own */
 #define L25_CLASS_SIZE (112 * KiB)
@@ -120,6 +121,48 @@ static void overflow(size_t size)
     free(block);
 }
 
+/* A free of the block the next malloc would hand out, from the cache. */
+static void free_cached(void)
+{
+    char *block = must_malloc(SMALL_SIZE);
+    char *cached = block + SMALL_CLASS_SIZE;
+    tell("addr", cached);
+    free(fault_ptr(cached));
+}
+
+/* A write past the block reaches the link of the block after it, which the
+ * next malloc hands out and so checks. */
+static void overflow_into_cache(void)
+{
+    char *block = must_malloc(SMALL_SIZE);
+    memset(fault_ptr(block + SMALL_SIZE), 'A', SMALL_CLASS_SIZE - SMALL_SIZE + 8);
+    tell("addr", block + SMALL_CLASS_SIZE);
+    void *next = malloc(opaque_size(SMALL_SIZE));
+    fprintf(stderr, "malloc went on: %p\n", next);
+}
+
+/* A write just under a block lands in the canary of the live block before
+ * it, which the program never frees: the free of the block checks it. */
+static void underflow(size_t size)
+{
+    char *before = must_malloc(size);
+    char *block = must_malloc(size);
+    ((char *)fault_ptr(block))[-1] = 0;
+    tell("addr", before);
+    free(block);
+}
+
+/* An overflow of a block never freed: the free of the block after it
+ * checks it. */
+static void overflow_kept(size_t size)
+{
+    char *block = must_malloc(size);
+    char *after = must_malloc(size);
+    ((char *)fault_ptr(block))[size] = 0;
+    tell("addr", block);
+    free(after);
+}
+
 static void report_fault(int signal_number, siginfo_t *info, void *context)
 {
     (void)context;
@@ -143,6 +186,21 @@ static void write_to_guard(size_t size, const char *expected_key, const void *ex
         block[i] = 1;
     }
     fprintf(stderr, "no fault within 4 MiB past the block\n");
+}
+
+/* Level 2: a block freed is a guard, but for its first page (L25) or
+ * whole (large, cached). */
+static void write_after_free(size_t size, size_t offset)
+{
+    struct sigaction action;
+    memset(&action, 0, sizeof(action));
+    action.sa_sigaction = report_fault;
+    action.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &action, NULL);
+    volatile char *block = must_malloc(size);
+    free((void *)block);
+    tell("expect", (const void *)(block + offset));
+    block[offset] = 1;
 }
 
 static void guard_small(void)
@@ -247,6 +305,22 @@ static void run_case(const char *name)
         ((char *)fault_ptr(block))[SMALL_SIZE] = 0;
         tell("addr", block);
         free(block);
+    } else if (!strcmp(name, "free_cached")) {
+        free_cached();
+    } else if (!strcmp(name, "overflow_into_cache")) {
+        overflow_into_cache();
+    } else if (!strcmp(name, "underflow_small")) {
+        underflow(SMALL_SIZE);
+    } else if (!strcmp(name, "underflow_mid")) {
+        underflow(MID_SIZE);
+    } else if (!strcmp(name, "overflow_kept_small")) {
+        overflow_kept(SMALL_SIZE);
+    } else if (!strcmp(name, "overflow_kept_mid")) {
+        overflow_kept(MID_SIZE);
+    } else if (!strcmp(name, "write_after_free_l25")) {
+        write_after_free(L25_SIZE, PAGE_SIZE_4K);
+    } else if (!strcmp(name, "write_after_free_large")) {
+        write_after_free(LARGE_SIZE, 0);
     } else if (!strcmp(name, "links_plain")) {
         links(1);
     } else if (!strcmp(name, "links_encoded")) {
@@ -291,6 +365,9 @@ static const struct misuse_case cases[] = {
     {"corrupted_free_list", "1", SIGABRT, "corrupted free list (a freed block was written to) at",
      NULL},
     {"interior_node_block", "1", SIGABRT, "free of a pointer inside a block:", "node block"},
+    {"free_cached", "1", SIGABRT, "double free of", "class C3"},
+    {"overflow_into_cache", "1", SIGABRT, "corrupted free list (a freed block was written to) at",
+     NULL},
     {"links_encoded", "1", 0, NULL, NULL},
     {"links_plain", "0", 0, NULL, NULL},
     {"double_free_small", "2", SIGABRT, "double free of", "class C3"},
@@ -303,6 +380,12 @@ static const struct misuse_case cases[] = {
     {"overflow_l25", "2", SIGABRT, "heap overflow past block", "class L6"},
     {"overflow_large", "2", SIGABRT, "heap overflow past block", "large block"},
     {"overflow_node_block", "2", SIGABRT, "heap overflow past block", "node block"},
+    {"underflow_small", "2", SIGABRT, "heap overflow past block", "class C3"},
+    {"underflow_mid", "2", SIGABRT, "heap overflow past block", "class M8"},
+    {"overflow_kept_small", "2", SIGABRT, "heap overflow past block", "class C3"},
+    {"overflow_kept_mid", "2", SIGABRT, "heap overflow past block", "class M8"},
+    {"write_after_free_l25", "2", SIGSEGV, NULL, NULL},
+    {"write_after_free_large", "2", SIGSEGV, NULL, NULL},
     {"guard_small", "2", SIGSEGV, NULL, NULL},
     {"guard_mid", "2", SIGSEGV, NULL, NULL},
     {"guard_l25", "2", SIGSEGV, NULL, NULL},

@@ -91,12 +91,16 @@ bool hak_slab_extend(struct hak_slab *slab)
     void *head = slab->free;
     char *last = block;
     char *next = block + size;
+    /* Tagged free like a freed block: a free of one never handed out is
+     * a double free (front/block_link.h). */
     while (next + size <= limit) {
         hak_link_set(last, next);
+        hak_block_tag_free(last);
         last = next;
         next += size;
     }
     hak_link_set(last, head);
+    hak_block_tag_free(last);
     slab->free = block;
     slab->carve = last + size;
     map_carved(slab, block, slab->carve);

@@ -132,10 +132,13 @@ static void release_to_backend(struct hak_slab *slab)
         hak_shared_pool_give(slab);
         return;
     }
-    /* The HotSpanBox and the PageArena reuse and merge spans whole. */
-    if (hak_harden.guard_bytes)
-        hak_os_unguard(slab->start + (size_t)slab->pages * HAK_PAGE_SIZE - hak_harden.guard_bytes,
-                       hak_harden.guard_bytes);
+    /* The HotSpanBox and the PageArena reuse and merge spans whole; an
+     * L25 span's free blocks are guarded too (quarantine_pages). */
+    if (hak_harden.guard_bytes) {
+        size_t bytes = (size_t)slab->pages * HAK_PAGE_SIZE;
+        size_t guarded = slab->kind == HAK_SLAB_L25 ? bytes : hak_harden.guard_bytes;
+        hak_os_unguard(slab->start + bytes - guarded, guarded);
+    }
     hak_hot_span_put(slab);
 }
 
@@ -389,6 +392,31 @@ static void *take_block(struct hak_heap *heap, unsigned cls)
     return block;
 }
 
+/* Checked mode: the live block just below block in its slab must have its
+ * canary intact, for a write just under block lands in that canary, as
+ * does an overflow of the neighbour, which may never be freed.  Only the
+ * slab's owner hands out blocks and so writes canaries: another thread
+ * could see one half written.  Memcheck sees such writes itself. */
+static void check_below(struct hak_heap *heap, struct hak_slab *slab, char *block)
+{
+    char note[16];
+    if (block == slab->start || hak_harden.memcheck ||
+        atomic_load_explicit(&slab->owner, memory_order_relaxed) != heap)
+        return;
+    char *below = block - slab->block_size;
+    if (!hak_block_tagged_free(below))
+        hak_canary_check(below, slab->block_size, class_note(note, slab->cls));
+}
+
+/* Level 2: a free L25 block, but for the page with its link and tag, is a
+ * guard until it is handed out again or its span goes back to the backend
+ * (release_to_backend), so that a write after free faults, as it would on
+ * memory glibc gave back with munmap.  Its blocks are page-aligned. */
+static bool quarantine_pages(const struct hak_slab *slab)
+{
+    return hak_harden.guard_bytes && slab->kind == HAK_SLAB_L25;
+}
+
 /* Checked mode: one block of a class that fits size and the canary's
  * record and is aligned as well as cls; the cache stays empty, so that
  * every malloc comes here. */
@@ -408,6 +436,10 @@ static void *alloc_checked(struct hak_heap *heap, unsigned cls, size_t size)
         return NULL;
     }
     heap->allocs[fit]++;
+    struct hak_slab *slab = heap->cur[fit]; /* take_block's */
+    if (quarantine_pages(slab))
+        hak_os_unguard((char *)block + HAK_PAGE_SIZE, slab->block_size - HAK_PAGE_SIZE);
+    check_below(heap, slab, block);
     hak_block_untag(block);
     hak_canary_set(block, hak_class_size[fit], size);
     hak_memcheck_malloclike(block, size, false);
@@ -445,16 +477,26 @@ void *hak_heap_refill(struct hak_heap *heap, unsigned cls, size_t size)
     uint32_t full = full_batch(heap->limit[cls], cls);
     if (batch < full)
         heap->batch[cls] = batch * 2 < full ? batch * 2 : full;
-    void *head = heap->head[cls];
+    /* In the order the slab gives them, ascending in a fresh one, so that
+     * the block after the one returned is the next malloc's: a write past
+     * the end of a block reaches the link the next malloc checks. */
+    void *first = NULL;
+    void *last = NULL;
     uint32_t taken = 0;
     for (; taken < batch; taken++) {
         void *extra = take_block(heap, cls);
         if (!extra)
             break;
-        hak_link_set(extra, head);
-        head = extra;
+        if (last)
+            hak_link_set(last, extra);
+        else
+            first = extra;
+        last = extra;
     }
-    heap->head[cls] = head;
+    if (last) {
+        hak_link_set(last, heap->head[cls]);
+        heap->head[cls] = first;
+    }
     heap->room[cls] -= taken;
     heap->allocs[cls]++;
     hak_block_untag(block);
@@ -570,10 +612,13 @@ void hak_heap_free_checked(struct hak_slab *slab, void *block)
     if (hak_block_tagged_free(block))
         hak_fatal_double_free(block, slab->cls);
     hak_canary_check(block, bytes, class_note(note, slab->cls));
+    struct hak_heap *heap = hak_tls.heap;
+    check_below(heap, slab, block);
     hak_memcheck_defined(block, 2 * sizeof(void *));
     hak_block_tag_free(block);
     hak_memcheck_noaccess(block, bytes);
-    struct hak_heap *heap = hak_tls.heap;
+    if (quarantine_pages(slab))
+        hak_os_guard((char *)block + HAK_PAGE_SIZE, bytes - HAK_PAGE_SIZE);
     if (heap->quarantine) {
         block = hak_quarantine_push(heap->quarantine, block);
         if (!block)
