@@ -106,7 +106,7 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
     if (align <= HAK_PAGE_SIZE) {
         struct hak_large *cached = reuse(node, size);
         if (cached) {
-            if (hak_harden.checked)
+            if (hak_harden.guard_bytes)
                 hak_os_unguard(hak_large_block(cached), cached->usable);
             hak_stat_add(HAK_STAT_HOT_HITS, 1);
             count_pages(cached, size, false);
@@ -179,8 +179,8 @@ void hak_large_free(struct hak_large *large, void *ptr)
     struct hak_large *evicted[CACHE_SLOTS + 1];
     unsigned evictions = 0;
     uint64_t now = hak_os_now_ms();
-    /* Checked mode: a write after free faults, as on memory unmapped. */
-    if (hak_harden.checked)
+    /* Level 2: a write after free faults, as on memory unmapped. */
+    if (hak_harden.guard_bytes)
         hak_os_guard(block, large->usable);
     large->cached = true;
     large->freed_ms = now;
