@@ -21,10 +21,10 @@ check_PROGRAMS += $(hakmem_c_tests) tests/cxx_map_threads tests/test_cxx_operato
 	tests/cxx_replaced_new
 TESTS += $(hakmem_c_tests) tests/test_cxx_operators tests/cxx_replaced_new tests/test_preload.sh tests/test_exports.sh \
 	tests/test_harden_levels.sh tests/test_format.sh tests/test_malloc_info.sh \
-	tests/test_cxx_preload.sh tests/test_stats_report.sh
+	tests/test_cxx_preload.sh tests/test_stats_report.sh tests/test_heap_faults.sh
 EXTRA_DIST += tests/test_preload.sh tests/preload_compare.sh tests/test_exports.sh \
 	tests/test_harden_levels.sh tests/test_format.sh tests/test_malloc_info.sh \
-	tests/test_cxx_preload.sh tests/test_stats_report.sh
+	tests/test_cxx_preload.sh tests/test_stats_report.sh tests/test_heap_faults.sh
 
 TEST_EXTENSIONS = .sh
 SH_LOG_COMPILER = $(SHELL)
@@ -132,3 +132,13 @@ tests_cxx_plugin_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
 tests_cxx_map_threads_SOURCES = tests/cxx_map_threads.cc
 tests_cxx_map_threads_CXXFLAGS = $(AM_CXXFLAGS) $(PTHREAD_CFLAGS)
 tests_cxx_map_threads_LDADD = $(PTHREAD_LIBS)
+
+# The heap-fault suite, run by test_heap_faults.sh under glibc and under
+# hakmem preloaded, so they link only libc and the C++ runtime.
+# -fsized-deallocation: delete calls the sized forms with clang too.
+check_PROGRAMS += tests/heap_faults tests/heap_faults_cxx
+tests_heap_faults_SOURCES = tests/heap_faults.c tests/heap_faults.h
+tests_heap_faults_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS) -fno-builtin
+tests_heap_faults_LDADD = $(PTHREAD_LIBS)
+tests_heap_faults_cxx_SOURCES = tests/heap_faults_cxx.cc tests/heap_faults.h
+tests_heap_faults_cxx_CXXFLAGS = $(AM_CXXFLAGS) -fsized-deallocation
