@@ -246,8 +246,15 @@ struct hak_heap {
     uint64_t allocs[HAK_NUM_CLASSES] __attribute__((aligned(HAK_CACHE_LINE)));
 
     /* Slow-path state. */
-    uint32_t limit[HAK_NUM_CLASSES];       /* cache capacity in blocks */
-    uint32_t batch[HAK_NUM_CLASSES];       /* blocks the next refill adds */
+    uint32_t limit[HAK_NUM_CLASSES];    /* cache capacity in blocks */
+    uint32_t batch[HAK_NUM_CLASSES];    /* blocks the next refill adds */
+    bool flushed_last[HAK_NUM_CLASSES]; /* the class last left the fast path to flush */
+    /* Small caches: what they may hold (limit[] times block sizes), and
+     * each class's head and room when the caches were last looked over
+     * for idle ones (thread_heap.c, sizes that fit the program). */
+    uint64_t small_cache_bytes;
+    void *seen_head[HAK_SMALL_CLASSES];
+    uint32_t seen_room[HAK_SMALL_CLASSES];
     struct hak_slab *cur[HAK_NUM_CLASSES]; /* slab refills carve from */
     struct hak_slab_list partial[HAK_NUM_CLASSES];
     struct hak_slab_list full[HAK_NUM_CLASSES];

@@ -286,6 +286,85 @@ static uint32_t first_batch(uint32_t limit, unsigned cls)
     return by_page < full ? by_page : full;
 }
 
+/* ---- cache sizes that fit the program ----
+ *
+ * A program that allocates batches bigger than a small class's cache, then
+ * frees them all, makes the cache flush and refill in turn, a few blocks
+ * each time (glibc's malloc benchmark: 28% of the time).  Such a class
+ * doubles its cache at every turn from flushes to refills or back, up to
+ * CACHE_MAX_BLOCKS and CACHE_MAX_CLASS_BYTES.  What the small caches of a
+ * thread may hold together is bounded in bytes, CACHE_THREAD_BYTES: a
+ * class that would pass it first empties the caches of the classes that
+ * sat idle since the last such look, back to their first size.  Only the
+ * blocks grow: the per-class state the fast paths read stays one word each
+ * (seed 000: a bigger ring in one pool pushed another pool's hot state out
+ * of L1). */
+#define CACHE_MAX_BLOCKS 2048u
+#define CACHE_MAX_CLASS_BYTES (128u << 10)
+#define CACHE_THREAD_BYTES (512u << 10)
+
+static uint32_t cache_max(unsigned cls)
+{
+    uint32_t base = cache_limit(cls);
+    uint32_t max = CACHE_MAX_CLASS_BYTES / hak_class_size[cls];
+    if (max > CACHE_MAX_BLOCKS)
+        max = CACHE_MAX_BLOCKS;
+    return hak_class_is_small(cls) && max > base ? max : base;
+}
+
+static void flush_list(struct hak_heap *heap, void *list);
+
+/* Sets a small class's capacity; the blocks cached stay, so room follows. */
+static void set_limit(struct hak_heap *heap, unsigned cls, uint32_t limit)
+{
+    heap->small_cache_bytes -= (uint64_t)heap->limit[cls] * hak_class_size[cls];
+    heap->small_cache_bytes += (uint64_t)limit * hak_class_size[cls];
+    heap->room[cls] += limit - heap->limit[cls];
+    heap->limit[cls] = limit;
+    uint32_t full = full_batch(limit, cls);
+    if (heap->batch[cls] > full)
+        heap->batch[cls] = full;
+}
+
+/* Classes other than cls whose caches have not moved since the last look
+ * give their blocks back and start again from their first size. */
+static void shrink_idle(struct hak_heap *heap, unsigned cls)
+{
+    for (unsigned other = 0; other < HAK_SMALL_CLASSES; other++) {
+        uint32_t base = cache_limit(other);
+        if (other != cls && heap->limit[other] > base &&
+            heap->head[other] == heap->seen_head[other] &&
+            heap->room[other] == heap->seen_room[other]) {
+            void *list = heap->head[other];
+            heap->head[other] = NULL;
+            heap->room[other] = heap->limit[other];
+            set_limit(heap, other, base);
+            flush_list(heap, list);
+        }
+        heap->seen_head[other] = heap->head[other];
+        heap->seen_room[other] = heap->room[other];
+    }
+}
+
+/* A small class that turned from refills to flushes or back: a bigger
+ * cache, when the thread's bound allows.  False when it did not grow. */
+static bool grow(struct hak_heap *heap, unsigned cls)
+{
+    uint32_t limit = heap->limit[cls];
+    uint32_t max = cache_max(cls);
+    if (limit >= max)
+        return false;
+    uint32_t grown = limit * 2 < max ? limit * 2 : max;
+    uint64_t extra = (uint64_t)(grown - limit) * hak_class_size[cls];
+    if (heap->small_cache_bytes + extra > CACHE_THREAD_BYTES) {
+        shrink_idle(heap, cls);
+        if (heap->small_cache_bytes + extra > CACHE_THREAD_BYTES)
+            return false;
+    }
+    set_limit(heap, cls, grown);
+    return true;
+}
+
 /* A short-lived single-threaded process never pays for topology discovery
  * (issue 8): it waits for a second thread or this much memory. */
 #define DISCOVERY_BYTES (8u << 20)
@@ -337,6 +416,8 @@ static struct hak_heap *heap_create(void)
         heap->limit[cls] = cache_limit(cls);
         heap->room[cls] = heap->limit[cls];
         heap->batch[cls] = first_batch(heap->limit[cls], cls);
+        if (hak_class_is_small(cls))
+            heap->small_cache_bytes += (uint64_t)heap->limit[cls] * hak_class_size[cls];
     }
     heap->node = hak_numa_thread_node();
     if (hak_harden.memcheck)
@@ -435,6 +516,10 @@ void *hak_heap_refill(struct hak_heap *heap, unsigned cls, size_t size)
         drain_delayed(heap);
     if (HAK_UNLIKELY(hak_harden.checked))
         return alloc_checked(heap, cls, size);
+    if (heap->flushed_last[cls]) {
+        heap->flushed_last[cls] = false;
+        grow(heap, cls);
+    }
     heap->stats[cls].refills++;
     void *block = take_block(heap, cls);
     if (!block) {
@@ -501,6 +586,11 @@ static void flush_list(struct hak_heap *heap, void *list)
 
 void hak_heap_flush(struct hak_heap *heap, unsigned cls)
 {
+    if (!heap->flushed_last[cls]) {
+        heap->flushed_last[cls] = true;
+        if (grow(heap, cls))
+            return; /* room for more now */
+    }
     /* Keep the most recently freed half: it is the one still in cache. */
     uint32_t keep = heap->limit[cls] / 2;
     heap->stats[cls].flushes++;
@@ -647,6 +737,8 @@ void hak_heap_trim(void)
         return;
     drain_delayed(heap);
     flush_all(heap);
+    for (unsigned cls = 0; cls < HAK_SMALL_CLASSES; cls++)
+        set_limit(heap, cls, cache_limit(cls));
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         /* Blocks other threads freed make more slabs empty. */
         for (struct hak_slab *slab = heap->partial[cls].head, *next; slab; slab = next) {
