@@ -258,6 +258,8 @@ static uint32_t cache_limit(unsigned cls)
     uint64_t by_bytes = hak_options.ring_bytes / size;
     if (!hak_class_is_small(cls) && by_bytes < blocks)
         blocks = (uint32_t)by_bytes;
+    if (blocks > HAK_CACHE_LIMIT_MAX)
+        blocks = HAK_CACHE_LIMIT_MAX;
     return blocks ? blocks : 1;
 }
 
@@ -319,7 +321,7 @@ static void set_limit(struct hak_heap *heap, unsigned cls, uint32_t limit)
 {
     heap->small_cache_bytes -= (uint64_t)heap->limit[cls] * hak_class_size[cls];
     heap->small_cache_bytes += (uint64_t)limit * hak_class_size[cls];
-    heap->room[cls] += limit - heap->limit[cls];
+    heap->count[cls].room += limit - heap->limit[cls];
     heap->limit[cls] = limit;
     uint32_t full = full_batch(limit, cls);
     if (heap->batch[cls] > full)
@@ -334,15 +336,15 @@ static void shrink_idle(struct hak_heap *heap, unsigned cls)
         uint32_t base = cache_limit(other);
         if (other != cls && heap->limit[other] > base &&
             heap->head[other] == heap->seen_head[other] &&
-            heap->room[other] == heap->seen_room[other]) {
+            heap->count[other].room == heap->seen_room[other]) {
             void *list = heap->head[other];
             heap->head[other] = NULL;
-            heap->room[other] = heap->limit[other];
+            heap->count[other].room = heap->limit[other];
             set_limit(heap, other, base);
             flush_list(heap, list);
         }
         heap->seen_head[other] = heap->head[other];
-        heap->seen_room[other] = heap->room[other];
+        heap->seen_room[other] = heap->count[other].room;
     }
 }
 
@@ -414,7 +416,7 @@ static struct hak_heap *heap_create(void)
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         heap->cur[cls] = &hak_empty_slab;
         heap->limit[cls] = cache_limit(cls);
-        heap->room[cls] = heap->limit[cls];
+        heap->count[cls].room = heap->limit[cls];
         heap->batch[cls] = first_batch(heap->limit[cls], cls);
         if (hak_class_is_small(cls))
             heap->small_cache_bytes += (uint64_t)heap->limit[cls] * hak_class_size[cls];
@@ -488,7 +490,7 @@ static void *alloc_checked(struct hak_heap *heap, unsigned cls, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    heap->allocs[fit]++;
+    heap->count[fit].word += HAK_COUNT_ALLOC;
     hak_block_untag(block);
     hak_canary_set(block, hak_class_size[fit], size);
     hak_memcheck_malloclike(block, size, false);
@@ -540,8 +542,8 @@ void *hak_heap_refill(struct hak_heap *heap, unsigned cls, size_t size)
         head = extra;
     }
     heap->head[cls] = head;
-    heap->room[cls] -= taken;
-    heap->allocs[cls]++;
+    heap->count[cls].room -= taken;
+    heap->count[cls].word += HAK_COUNT_ALLOC;
     hak_block_untag(block);
     return block;
 }
@@ -605,7 +607,7 @@ void hak_heap_flush(struct hak_heap *heap, unsigned cls)
         list = hak_link_get(last);
         hak_link_set(last, NULL);
     }
-    heap->room[cls] = heap->limit[cls] - keep;
+    heap->count[cls].room = heap->limit[cls] - keep;
     flush_list(heap, list);
 }
 
@@ -685,7 +687,7 @@ size_t hak_heap_requested_size(struct hak_slab *slab, void *block)
 static void add_stats(struct hak_class_stats *total, const struct hak_heap *heap, unsigned cls)
 {
     const struct hak_class_stats *s = &heap->stats[cls];
-    total->allocs += heap->allocs[cls];
+    total->allocs += heap->count[cls].word / HAK_COUNT_ALLOC;
     total->refills += s->refills;
     total->flushes += s->flushes;
     total->slabs_in += s->slabs_in;
@@ -701,7 +703,7 @@ static void flush_all(struct hak_heap *heap)
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         void *list = heap->head[cls];
         heap->head[cls] = NULL;
-        heap->room[cls] = heap->limit[cls];
+        heap->count[cls].room = heap->limit[cls];
         flush_list(heap, list);
     }
 }
@@ -880,7 +882,8 @@ void hak_heap_usage(struct hak_heap_usage *usage)
     pthread_mutex_lock(&registry.lock);
     for (struct hak_heap *heap = registry.live; heap; heap = heap->next_live)
         for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
-            cached[cls] += heap->limit[cls] - __atomic_load_n(&heap->room[cls], __ATOMIC_RELAXED);
+            cached[cls] +=
+                heap->limit[cls] - __atomic_load_n(&heap->count[cls].room, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&registry.lock);
     *usage = (struct hak_heap_usage){0};
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
