@@ -323,9 +323,6 @@ static void set_limit(struct hak_heap *heap, unsigned cls, uint32_t limit)
     heap->small_cache_bytes += (uint64_t)limit * hak_class_size[cls];
     heap->count[cls].room += limit - heap->limit[cls];
     heap->limit[cls] = limit;
-    uint32_t full = full_batch(limit, cls);
-    if (heap->batch[cls] > full)
-        heap->batch[cls] = full;
 }
 
 /* Classes other than cls whose caches have not moved since the last look
@@ -529,7 +526,9 @@ void *hak_heap_refill(struct hak_heap *heap, unsigned cls, size_t size)
         return NULL;
     }
     uint32_t batch = heap->batch[cls];
-    uint32_t full = full_batch(heap->limit[cls], cls);
+    /* By the cache's first size: one that grew takes no bigger batches, to
+     * touch no more pages than before (issue 8), only flushes less. */
+    uint32_t full = full_batch(cache_limit(cls), cls);
     if (batch < full)
         heap->batch[cls] = batch * 2 < full ? batch * 2 : full;
     void *head = heap->head[cls];
