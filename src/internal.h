@@ -74,9 +74,8 @@ enum hak_chunk_kind {
     HAK_CHUNK_LARGE,
 };
 
-/* How free() treats a chunk's blocks (harden.h): one test on the fast path
- * tells the level-1 path from the others.  Not 0, which compilers test
- * with a load and a second instruction instead of one compare. */
+/* How free() treats a chunk's blocks (harden.h).  The page map's entry for
+ * the chunk tells the level-1 path from the others (arena/page_map.h). */
 enum hak_free_route {
     HAK_ROUTE_FAST = 1, /* level 1: front/thread_heap.h, inline */
     HAK_ROUTE_PLAIN,    /* level 0: unchecked, inline */
@@ -235,19 +234,37 @@ struct hak_slab_list {
     struct hak_slab *head;
 };
 
-/* One per thread.  The fast paths touch head[] and room[] only: for the
+/* A class's two fast-path counters in one word, which malloc bumps with one
+ * add of HAK_COUNT_ALLOC + 1: the blocks the cache may still take before it
+ * flushes half (room, the low 16 bits, which free counts down) and, above
+ * them, the allocations served (stats).  Limits stay below
+ * HAK_CACHE_LIMIT_MAX, so room never carries into the count. */
+union hak_class_count {
+    uint64_t word;
+    uint16_t room;
+};
+#define HAK_COUNT_ALLOC ((uint64_t)1 << 16)
+#define HAK_CACHE_LIMIT_MAX 32768u
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "room is the low half of count");
+
+/* One per thread.  The fast paths touch head[] and count[] only: for the
  * small classes, one cache line each (seed 000: a bigger ring in one pool
  * pushed another pool's hot state out of L1 and cost 5%). */
 struct hak_heap {
     /* Per-class cache of free blocks, linked through their first word. */
     void *head[HAK_NUM_CLASSES];
-    /* Blocks the cache may still take before it flushes half. */
-    uint32_t room[HAK_NUM_CLASSES] __attribute__((aligned(HAK_CACHE_LINE)));
-    uint64_t allocs[HAK_NUM_CLASSES] __attribute__((aligned(HAK_CACHE_LINE)));
+    union hak_class_count count[HAK_NUM_CLASSES] __attribute__((aligned(HAK_CACHE_LINE)));
 
     /* Slow-path state. */
-    uint32_t limit[HAK_NUM_CLASSES];       /* cache capacity in blocks */
-    uint32_t batch[HAK_NUM_CLASSES];       /* blocks the next refill adds */
+    uint32_t limit[HAK_NUM_CLASSES];    /* cache capacity in blocks */
+    uint32_t batch[HAK_NUM_CLASSES];    /* blocks the next refill adds */
+    bool flushed_last[HAK_NUM_CLASSES]; /* the class last left the fast path to flush */
+    /* Small caches: what they may hold (limit[] times block sizes), and
+     * each class's head and room when the caches were last looked over
+     * for idle ones (thread_heap.c, sizes that fit the program). */
+    uint64_t small_cache_bytes;
+    void *seen_head[HAK_SMALL_CLASSES];
+    uint32_t seen_room[HAK_SMALL_CLASSES];
     struct hak_slab *cur[HAK_NUM_CLASSES]; /* slab refills carve from */
     struct hak_slab_list partial[HAK_NUM_CLASSES];
     struct hak_slab_list full[HAK_NUM_CLASSES];

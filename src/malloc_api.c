@@ -74,9 +74,7 @@ HAK_API __attribute__((flatten)) void *hak_malloc(size_t size)
     return alloc(size);
 }
 
-/* Frees the level-1 path does not take; inline, for level 0's sake.  An
- * atomic load is never merged with hak_free's test, which so stays one
- * compare with memory rather than a load kept for this function. */
+/* Frees the level-1 path does not take; inline, for level 0's sake. */
 static inline void free_routed(struct hak_chunk_head *chunk, void *ptr)
 {
     uint32_t route = __atomic_load_n(&chunk->route, __ATOMIC_RELAXED);
@@ -90,14 +88,13 @@ static inline void free_routed(struct hak_chunk_head *chunk, void *ptr)
 
 HAK_API void hak_free(void *ptr)
 {
-    struct hak_chunk_head *chunk = hak_page_map_lookup(ptr);
-    if (HAK_UNLIKELY(!chunk))
-        return; /* NULL, or memory hakmem does not own: leave it alone */
-    if (HAK_UNLIKELY(chunk->route != HAK_ROUTE_FAST)) {
-        free_routed(chunk, ptr);
+    uintptr_t entry = hak_page_map_entry(ptr);
+    if (HAK_UNLIKELY((intptr_t)entry <= 0)) { /* page_map.h: one test for both */
+        if (entry) /* else NULL, or memory hakmem does not own: leave it alone */
+            free_routed((struct hak_chunk_head *)(entry & ~HAK_MAP_ROUTED), ptr);
         return;
     }
-    hak_heap_free(hak_chunk_slab(chunk, ptr), ptr);
+    hak_heap_free(hak_unit_slab(entry, ptr), ptr);
 }
 
 HAK_API void *hak_calloc(size_t nmemb, size_t size)

@@ -55,6 +55,8 @@ if [ "$(field ws "$line")" != 50 ] || [ "$(field seed "$line")" != 7 ]; then
 fi
 check_line fixed_size 5000 size=100 n=5000
 [ "$(field size "$line")" = 100 ] || fail "fixed_size: size not taken: $line"
+# Four batch sizes times four block sizes, each pairing 1600 * rounds pairs.
+check_line batch_free 51200 rounds=2
 check_line xthread 30 rounds=3 batch=10
 check_line mid_large_mt 200 threads=2 cycles=100 ws=16
 check_line realloc_grow 26 rounds=2 max_kb=8192

@@ -25,8 +25,20 @@ static hak_map_leaf *leaf_for(uintptr_t unit)
     return leaf;
 }
 
+/* page_map.h: what free() finds for the unit of chunk. */
+static uintptr_t entry_for(struct hak_chunk_head *chunk, uintptr_t unit)
+{
+    if (!chunk)
+        return 0;
+    if (chunk->route != HAK_ROUTE_FAST)
+        return (uintptr_t)chunk | HAK_MAP_ROUTED;
+    size_t first_page = ((unit << HAK_CHUNK_SHIFT) - (uintptr_t)chunk) >> HAK_PAGE_SHIFT;
+    return (uintptr_t) & ((struct hak_chunk *)chunk)->page_slab[first_page];
+}
+
 static bool set_range(void *base, size_t size, struct hak_chunk_head *chunk)
 {
+
     uintptr_t first = (uintptr_t)base >> HAK_CHUNK_SHIFT;
     uintptr_t last = ((uintptr_t)base + size - 1) >> HAK_CHUNK_SHIFT;
     for (uintptr_t unit = first; unit <= last; unit++) {
@@ -36,8 +48,8 @@ static bool set_range(void *base, size_t size, struct hak_chunk_head *chunk)
                                          memory_order_acquire);
         if (!leaf)
             return false;
-        atomic_store_explicit(&(*leaf)[unit & ((1u << HAK_MAP_LEAF_BITS) - 1)], chunk,
-                              memory_order_release);
+        atomic_store_explicit(&(*leaf)[unit & ((1u << HAK_MAP_LEAF_BITS) - 1)],
+                              entry_for(chunk, unit), memory_order_release);
     }
     return true;
 }
@@ -62,8 +74,8 @@ static void for_each_chunk(void (*visit)(struct hak_chunk_head *chunk))
         if (!leaf)
             continue;
         for (uintptr_t i = 0; i < (1u << HAK_MAP_LEAF_BITS); i++) {
-            struct hak_chunk_head *chunk = atomic_load_explicit(&(*leaf)[i], memory_order_acquire);
             uintptr_t unit_base = ((top << HAK_MAP_LEAF_BITS) | i) << HAK_CHUNK_SHIFT;
+            struct hak_chunk_head *chunk = hak_page_map_lookup((void *)unit_base);
             /* A chunk spanning several units is visited at its first. */
             if (chunk && (uintptr_t)chunk == unit_base)
                 visit(chunk);

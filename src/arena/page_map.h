@@ -10,21 +10,39 @@
 #define HAK_MAP_LEAF_BITS 13
 #define HAK_MAP_TOP_BITS (HAK_MAP_ADDRESS_BITS - HAK_CHUNK_SHIFT - HAK_MAP_LEAF_BITS)
 
-typedef _Atomic(struct hak_chunk_head *) hak_map_leaf[1 << HAK_MAP_LEAF_BITS];
+/* An entry says how free() treats the 2 MiB unit.  For a chunk whose blocks
+ * take the level-1 fast route (chunk->route is HAK_ROUTE_FAST) it is the
+ * address of the chunk's page table entry for the unit's first page, so
+ * that the page's slab is one load away, by the page's index in the unit
+ * (hak_unit_slab) and with no load of the chunk's head; such an entry is
+ * positive.  Any other chunk's entry is its address with HAK_MAP_ROUTED
+ * set, which makes it negative, and memory hakmem does not own has 0: one
+ * test (entry <= 0) sends both off the fast path. */
+#define HAK_MAP_ROUTED ((uintptr_t)1 << 63)
+
+typedef _Atomic(uintptr_t) hak_map_leaf[1 << HAK_MAP_LEAF_BITS];
 
 extern _Atomic(hak_map_leaf *) hak_page_map_top[1 << HAK_MAP_TOP_BITS];
 
-static inline struct hak_chunk_head *hak_page_map_lookup(const void *ptr)
+static inline uintptr_t hak_page_map_entry(const void *ptr)
 {
     uintptr_t unit = (uintptr_t)ptr >> HAK_CHUNK_SHIFT;
     uintptr_t top = unit >> HAK_MAP_LEAF_BITS;
     if (HAK_UNLIKELY(top >= (1u << HAK_MAP_TOP_BITS)))
-        return NULL;
+        return 0;
     hak_map_leaf *leaf = atomic_load_explicit(&hak_page_map_top[top], memory_order_relaxed);
     if (HAK_UNLIKELY(!leaf))
-        return NULL;
+        return 0;
     return atomic_load_explicit(&(*leaf)[unit & ((1u << HAK_MAP_LEAF_BITS) - 1)],
                                 memory_order_relaxed);
+}
+
+static inline struct hak_chunk_head *hak_page_map_lookup(const void *ptr)
+{
+    uintptr_t entry = hak_page_map_entry(ptr);
+    if ((intptr_t)entry <= 0)
+        return (struct hak_chunk_head *)(entry & ~HAK_MAP_ROUTED);
+    return (struct hak_chunk_head *)(entry & ~(HAK_CHUNK_SIZE - 1)); /* chunks are aligned */
 }
 
 /* The slab of a block in a SuperSlab or arena chunk. */
@@ -32,6 +50,13 @@ static inline struct hak_slab *hak_chunk_slab(struct hak_chunk_head *chunk, cons
 {
     size_t page = ((uintptr_t)ptr - (uintptr_t)chunk) >> HAK_PAGE_SHIFT;
     return ((struct hak_chunk *)chunk)->page_slab[page];
+}
+
+/* The same from a fast chunk's entry for ptr's unit. */
+static inline struct hak_slab *hak_unit_slab(uintptr_t entry, const void *ptr)
+{
+    size_t page = ((uintptr_t)ptr >> HAK_PAGE_SHIFT) & (HAK_CHUNK_SIZE / HAK_PAGE_SIZE - 1);
+    return ((struct hak_slab *const *)entry)[page];
 }
 
 /* Maps [base, base + size) to chunk; base is 2 MiB aligned.  False when a

@@ -20,6 +20,11 @@ void hak_block_link_init(void)
     hak_link_keys.canary = (words[0] ^ words[1]) * 0x9e3779b97f4a7c15u;
 }
 
+void *hak_fatal_corrupted_link(const void *block)
+{
+    hak_fatal("corrupted free list (a freed block was written to) at", block);
+}
+
 void hak_fatal_double_free(const void *block, unsigned cls)
 {
     char note[16] = "class ";

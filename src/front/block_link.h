@@ -33,11 +33,26 @@ static inline void hak_link_set_plain(void *block, const void *next)
     *(const void **)block = next;
 }
 
+/* The link in block, decoded: valid when hak_link_corrupted says not. */
+static inline uintptr_t hak_link_decode(const void *block)
+{
+    return *(const uintptr_t *)block ^ hak_link_keys.link;
+}
+
+static inline bool hak_link_corrupted(uintptr_t next)
+{
+    return next & 15;
+}
+
+/* Aborts.  Not declared noreturn, so that malloc's fast path can jump to it
+ * and needs no stack frame of its own for the call. */
+void *hak_fatal_corrupted_link(const void *block) __attribute__((cold));
+
 static inline void *hak_link_get(const void *block)
 {
-    uintptr_t next = *(const uintptr_t *)block ^ hak_link_keys.link;
-    if (HAK_UNLIKELY(next & 15))
-        hak_fatal("corrupted free list (a freed block was written to) at", block);
+    uintptr_t next = hak_link_decode(block);
+    if (HAK_UNLIKELY(hak_link_corrupted(next)))
+        hak_fatal_corrupted_link(block);
     return (void *)next;
 }
 

@@ -261,6 +261,8 @@ static uint32_t cache_limit(unsigned cls)
     uint64_t by_bytes = hak_options.ring_bytes / size;
     if (!hak_class_is_small(cls) && by_bytes < blocks)
         blocks = (uint32_t)by_bytes;
+    if (blocks > HAK_CACHE_LIMIT_MAX)
+        blocks = HAK_CACHE_LIMIT_MAX;
     return blocks ? blocks : 1;
 }
 
@@ -287,6 +289,82 @@ static uint32_t first_batch(uint32_t limit, unsigned cls)
         by_page = 1;
     uint32_t full = full_batch(limit, cls);
     return by_page < full ? by_page : full;
+}
+
+/* ---- cache sizes that fit the program ----
+ *
+ * A program that allocates batches bigger than a small class's cache, then
+ * frees them all, makes the cache flush and refill in turn, a few blocks
+ * each time (glibc's malloc benchmark: 28% of the time).  Such a class
+ * doubles its cache at every turn from flushes to refills or back, up to
+ * CACHE_MAX_BLOCKS and CACHE_MAX_CLASS_BYTES.  What the small caches of a
+ * thread may hold together is bounded in bytes, CACHE_THREAD_BYTES: a
+ * class that would pass it first empties the caches of the classes that
+ * sat idle since the last such look, back to their first size.  Only the
+ * blocks grow: the per-class state the fast paths read stays one word each
+ * (seed 000: a bigger ring in one pool pushed another pool's hot state out
+ * of L1). */
+#define CACHE_MAX_BLOCKS 2048u
+#define CACHE_MAX_CLASS_BYTES (128u << 10)
+#define CACHE_THREAD_BYTES (512u << 10)
+
+static uint32_t cache_max(unsigned cls)
+{
+    uint32_t base = cache_limit(cls);
+    uint32_t max = CACHE_MAX_CLASS_BYTES / hak_class_size[cls];
+    if (max > CACHE_MAX_BLOCKS)
+        max = CACHE_MAX_BLOCKS;
+    return hak_class_is_small(cls) && max > base ? max : base;
+}
+
+static void flush_list(struct hak_heap *heap, void *list);
+
+/* Sets a small class's capacity; the blocks cached stay, so room follows. */
+static void set_limit(struct hak_heap *heap, unsigned cls, uint32_t limit)
+{
+    heap->small_cache_bytes -= (uint64_t)heap->limit[cls] * hak_class_size[cls];
+    heap->small_cache_bytes += (uint64_t)limit * hak_class_size[cls];
+    heap->count[cls].room += limit - heap->limit[cls];
+    heap->limit[cls] = limit;
+}
+
+/* Classes other than cls whose caches have not moved since the last look
+ * give their blocks back and start again from their first size. */
+static void shrink_idle(struct hak_heap *heap, unsigned cls)
+{
+    for (unsigned other = 0; other < HAK_SMALL_CLASSES; other++) {
+        uint32_t base = cache_limit(other);
+        if (other != cls && heap->limit[other] > base &&
+            heap->head[other] == heap->seen_head[other] &&
+            heap->count[other].room == heap->seen_room[other]) {
+            void *list = heap->head[other];
+            heap->head[other] = NULL;
+            heap->count[other].room = heap->limit[other];
+            set_limit(heap, other, base);
+            flush_list(heap, list);
+        }
+        heap->seen_head[other] = heap->head[other];
+        heap->seen_room[other] = heap->count[other].room;
+    }
+}
+
+/* A small class that turned from refills to flushes or back: a bigger
+ * cache, when the thread's bound allows.  False when it did not grow. */
+static bool grow(struct hak_heap *heap, unsigned cls)
+{
+    uint32_t limit = heap->limit[cls];
+    uint32_t max = cache_max(cls);
+    if (limit >= max)
+        return false;
+    uint32_t grown = limit * 2 < max ? limit * 2 : max;
+    uint64_t extra = (uint64_t)(grown - limit) * hak_class_size[cls];
+    if (heap->small_cache_bytes + extra > CACHE_THREAD_BYTES) {
+        shrink_idle(heap, cls);
+        if (heap->small_cache_bytes + extra > CACHE_THREAD_BYTES)
+            return false;
+    }
+    set_limit(heap, cls, grown);
+    return true;
 }
 
 /* A short-lived single-threaded process never pays for topology discovery
@@ -338,8 +416,10 @@ static struct hak_heap *heap_create(void)
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         heap->cur[cls] = &hak_empty_slab;
         heap->limit[cls] = cache_limit(cls);
-        heap->room[cls] = heap->limit[cls];
+        heap->count[cls].room = heap->limit[cls];
         heap->batch[cls] = first_batch(heap->limit[cls], cls);
+        if (hak_class_is_small(cls))
+            heap->small_cache_bytes += (uint64_t)heap->limit[cls] * hak_class_size[cls];
     }
     heap->node = hak_numa_thread_node();
     if (hak_harden.memcheck)
@@ -435,7 +515,7 @@ static void *alloc_checked(struct hak_heap *heap, unsigned cls, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    heap->allocs[fit]++;
+    heap->count[fit].word += HAK_COUNT_ALLOC;
     struct hak_slab *slab = heap->cur[fit]; /* take_block's */
     if (quarantine_pages(slab))
         hak_os_unguard((char *)block + HAK_PAGE_SIZE, slab->block_size - HAK_PAGE_SIZE);
@@ -467,6 +547,10 @@ void *hak_heap_refill(struct hak_heap *heap, unsigned cls, size_t size)
         drain_delayed(heap);
     if (HAK_UNLIKELY(hak_harden.checked))
         return alloc_checked(heap, cls, size);
+    if (heap->flushed_last[cls]) {
+        heap->flushed_last[cls] = false;
+        grow(heap, cls);
+    }
     heap->stats[cls].refills++;
     void *block = take_block(heap, cls);
     if (!block) {
@@ -474,7 +558,9 @@ void *hak_heap_refill(struct hak_heap *heap, unsigned cls, size_t size)
         return NULL;
     }
     uint32_t batch = heap->batch[cls];
-    uint32_t full = full_batch(heap->limit[cls], cls);
+    /* By the cache's first size: one that grew takes no bigger batches, to
+     * touch no more pages than before (issue 8), only flushes less. */
+    uint32_t full = full_batch(cache_limit(cls), cls);
     if (batch < full)
         heap->batch[cls] = batch * 2 < full ? batch * 2 : full;
     /* In the order the slab gives them, ascending in a fresh one, so that
@@ -497,8 +583,8 @@ void *hak_heap_refill(struct hak_heap *heap, unsigned cls, size_t size)
         hak_link_set(last, heap->head[cls]);
         heap->head[cls] = first;
     }
-    heap->room[cls] -= taken;
-    heap->allocs[cls]++;
+    heap->count[cls].room -= taken;
+    heap->count[cls].word += HAK_COUNT_ALLOC;
     hak_block_untag(block);
     return block;
 }
@@ -543,6 +629,11 @@ static void flush_list(struct hak_heap *heap, void *list)
 
 void hak_heap_flush(struct hak_heap *heap, unsigned cls)
 {
+    if (!heap->flushed_last[cls]) {
+        heap->flushed_last[cls] = true;
+        if (grow(heap, cls))
+            return; /* room for more now */
+    }
     /* Keep the most recently freed half: it is the one still in cache. */
     uint32_t keep = heap->limit[cls] / 2;
     heap->stats[cls].flushes++;
@@ -557,7 +648,7 @@ void hak_heap_flush(struct hak_heap *heap, unsigned cls)
         list = hak_link_get(last);
         hak_link_set(last, NULL);
     }
-    heap->room[cls] = heap->limit[cls] - keep;
+    heap->count[cls].room = heap->limit[cls] - keep;
     flush_list(heap, list);
 }
 
@@ -640,7 +731,7 @@ size_t hak_heap_requested_size(struct hak_slab *slab, void *block)
 static void add_stats(struct hak_class_stats *total, const struct hak_heap *heap, unsigned cls)
 {
     const struct hak_class_stats *s = &heap->stats[cls];
-    total->allocs += heap->allocs[cls];
+    total->allocs += heap->count[cls].word / HAK_COUNT_ALLOC;
     total->refills += s->refills;
     total->flushes += s->flushes;
     total->slabs_in += s->slabs_in;
@@ -656,7 +747,7 @@ static void flush_all(struct hak_heap *heap)
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         void *list = heap->head[cls];
         heap->head[cls] = NULL;
-        heap->room[cls] = heap->limit[cls];
+        heap->count[cls].room = heap->limit[cls];
         flush_list(heap, list);
     }
 }
@@ -692,6 +783,8 @@ void hak_heap_trim(void)
         return;
     drain_delayed(heap);
     flush_all(heap);
+    for (unsigned cls = 0; cls < HAK_SMALL_CLASSES; cls++)
+        set_limit(heap, cls, cache_limit(cls));
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         /* Blocks other threads freed make more slabs empty. */
         for (struct hak_slab *slab = heap->partial[cls].head, *next; slab; slab = next) {
@@ -833,7 +926,8 @@ void hak_heap_usage(struct hak_heap_usage *usage)
     pthread_mutex_lock(&registry.lock);
     for (struct hak_heap *heap = registry.live; heap; heap = heap->next_live)
         for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
-            cached[cls] += heap->limit[cls] - __atomic_load_n(&heap->room[cls], __ATOMIC_RELAXED);
+            cached[cls] +=
+                heap->limit[cls] - __atomic_load_n(&heap->count[cls].room, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&registry.lock);
     *usage = (struct hak_heap_usage){0};
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {

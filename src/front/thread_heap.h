@@ -44,10 +44,12 @@ void hak_heap_thread_exit(void *heap);
 /* The cache's first block; block is heap->head[cls], not NULL. */
 static inline void *hak_heap_pop(struct hak_heap *heap, unsigned cls, void *block)
 {
-    heap->head[cls] = hak_link_get(block);
+    uintptr_t next = hak_link_decode(block);
+    if (HAK_UNLIKELY(hak_link_corrupted(next)))
+        return hak_fatal_corrupted_link(block);
+    heap->head[cls] = (void *)next;
     hak_block_untag(block);
-    heap->room[cls]++;
-    heap->allocs[cls]++;
+    heap->count[cls].word += HAK_COUNT_ALLOC + 1;
     return block;
 }
 
@@ -74,7 +76,7 @@ static inline void hak_heap_free(struct hak_slab *slab, void *block)
     hak_block_tag_free(block);
     hak_link_set(block, heap->head[cls]);
     heap->head[cls] = block;
-    if (HAK_UNLIKELY(--heap->room[cls] == 0))
+    if (HAK_UNLIKELY(--heap->count[cls].room == 0))
         hak_heap_flush(heap, cls);
 }
 
@@ -89,7 +91,7 @@ static inline void hak_heap_free_plain(struct hak_slab *slab, void *block)
     unsigned cls = slab->cls;
     hak_link_set_plain(block, heap->head[cls]);
     heap->head[cls] = block;
-    if (HAK_UNLIKELY(--heap->room[cls] == 0))
+    if (HAK_UNLIKELY(--heap->count[cls].room == 0))
         hak_heap_flush(heap, cls);
 }
 
