@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "fault.h"
 #include "hakmem.h"
 #include "harden.h"
 #include "internal.h"

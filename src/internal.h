@@ -286,9 +286,5 @@ extern struct hak_slab hak_invalid_slab;
 extern struct hak_slab hak_interior_slab;
 
 void hak_init(void);
-/* Aborts with "hakmem: WHAT ADDR (NOTE)"; addr and note may be NULL. */
-void hak_fatal_note(const char *what, const void *addr, const char *note)
-    __attribute__((noreturn, cold));
-void hak_fatal(const char *what, const void *addr) __attribute__((noreturn, cold));
 
 #endif

@@ -7,6 +7,7 @@
 #include "arena/large.h"
 #include "arena/node_block.h"
 #include "arena/page_map.h"
+#include "fault.h"
 #include "front/size_class.h"
 #include "front/thread_heap.h"
 #include "hakmem.h"

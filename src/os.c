@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "internal.h"
 #include "stats.h"
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "../fault.h"
 #include "../front/canary.h"
 #include "../harden.h"
 #include "../memcheck.h"

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "../fault.h"
 #include "../memcheck.h"
 #include "block_link.h"
 

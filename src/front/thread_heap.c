@@ -12,6 +12,7 @@
 #include "../arena/page_map.h"
 #include "../arena/shared_pool.h"
 #include "../arena/slab.h"
+#include "../fault.h"
 #include "../harden.h"
 #include "../memcheck.h"
 #include "../numa/node.h"
