@@ -190,7 +190,9 @@ struct hak_superslab {
 struct hak_arena_chunk {
     struct hak_chunk_head head;
     struct hak_slab *page_slab[HAK_ARENA_PAGES];
-    uint32_t free_pages;
+    /* Pages below this one have been handed out as spans: a free into a
+     * free span there is a second one (arena/page_arena.c). */
+    uint32_t handed_out_pages;
 };
 
 #define HAK_SUPERSLAB_HEADER_SLABS 1

@@ -214,7 +214,11 @@ static struct hak_slab *slab_before(const void *ptr)
 }
 
 /* Aborts for a pointer that starts no block of a live slab: inside a block
- * when its page lies inside one bigger than a page, else never handed out. */
+ * when its page lies inside one bigger than a page; a double free where a
+ * block started that has gone back with its whole slab or span (to the
+ * shared pool, the HotSpanBox or the PageArena); else never handed out.  A
+ * freed span no longer knows where its blocks were: any 16-byte aligned
+ * pointer into its pages that were handed out counts as a block start. */
 static __attribute__((noreturn, cold)) void refuse(struct hak_slab *slab, void *block)
 {
     char note[16];
@@ -223,6 +227,12 @@ static __attribute__((noreturn, cold)) void refuse(struct hak_slab *slab, void *
         if (serves_blocks(slab))
             hak_fatal_note("free of a pointer inside a block:", block, class_note(note, slab->cls));
     }
+    /* A pooled small slab keeps its class and how far it was carved. */
+    if (slab->kind == HAK_SLAB_SMALL && slab->free_node == HAK_NO_NODE &&
+        (char *)block < slab->carve && (size_t)((char *)block - slab->start) % slab->block_size == 0)
+        hak_fatal_double_free(block, slab->cls);
+    if ((uintptr_t)block % 16 == 0 && hak_page_arena_was_handed_out(slab, block))
+        hak_fatal_note("double free of", block, "freed span");
     hak_fatal("free of a pointer hakmem never handed out:", block);
 }
 
