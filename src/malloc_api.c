@@ -89,11 +89,25 @@ static inline void free_routed(struct hak_chunk_head *chunk, void *ptr)
         hak_heap_free_checked(hak_chunk_slab(chunk, ptr), ptr);
 }
 
+/* No pointer reaches free or realloc from before hakmem was in place: the
+ * dynamic loader and glibc never free what the loader's own early allocator
+ * handed out (README, Hardening).  So a pointer outside hakmem's memory is a
+ * fault of the program's, stopped as every other allocator stops it. */
+/* Not declared noreturn, nor so discovered (noipa): free then jumps here
+ * and needs no stack frame of its own for a call. */
+static __attribute__((noipa, cold)) void refuse_foreign(const char *call, const void *ptr)
+{
+    hak_fatal(call, ptr);
+}
+
 HAK_API void hak_free(void *ptr)
 {
     struct hak_chunk_head *chunk = hak_page_map_lookup(ptr);
-    if (HAK_UNLIKELY(!chunk))
-        return; /* NULL, or memory hakmem does not own: leave it alone */
+    if (HAK_UNLIKELY(!chunk)) {
+        if (ptr)
+            refuse_foreign("free of a pointer hakmem never handed out:", ptr);
+        return;
+    }
     if (HAK_UNLIKELY(chunk->route != HAK_ROUTE_FAST)) {
         free_routed(chunk, ptr);
         return;
@@ -114,17 +128,6 @@ HAK_API void *hak_calloc(size_t nmemb, size_t size)
     return ptr;
 }
 
-/* A block hakmem did not allocate (the dynamic loader's, from before hakmem
- * was in place): its size is unknown, so copy what can be read of the new
- * size, and leave the old block where it is. */
-static HAK_NOINLINE void *realloc_foreign(void *ptr, size_t size)
-{
-    void *fresh = alloc(size);
-    if (fresh)
-        hak_os_copy_readable(fresh, ptr, size);
-    return fresh;
-}
-
 HAK_API void *hak_realloc(void *ptr, size_t size)
 {
     if (!ptr)
@@ -137,7 +140,7 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
         return fail_nomem();
     struct hak_chunk_head *chunk = owner_of(ptr);
     if (!chunk)
-        return realloc_foreign(ptr, size);
+        refuse_foreign("realloc of a pointer hakmem never handed out:", ptr);
     if (chunk->kind == HAK_CHUNK_LARGE && size > HAK_L25_MAX) {
         struct hak_large *large = (struct hak_large *)chunk;
         if (ptr == hak_large_block(large) && hak_large_resize(large, size))
@@ -244,8 +247,12 @@ HAK_API void *hak_pvalloc(size_t size)
 
 HAK_API size_t hak_malloc_usable_size(void *ptr)
 {
+    if (!ptr)
+        return 0;
     struct hak_chunk_head *chunk = owner_of(ptr);
-    return chunk ? usable_size(chunk, ptr) : 0;
+    if (!chunk)
+        refuse_foreign("malloc_usable_size of a pointer hakmem never handed out:", ptr);
+    return usable_size(chunk, ptr);
 }
 
 /* The dense index hakmem uses for an OS node id, or -1. */

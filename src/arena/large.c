@@ -154,8 +154,8 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
 
 void hak_large_free(struct hak_large *large, void *ptr)
 {
-    if (!hak_large_contains(large, ptr))
-        return; /* not hakmem's memory: leave it alone */
+    if (!hak_large_contains(large, ptr)) /* past the mapping, in its last 2 MiB unit */
+        hak_fatal("free of a pointer hakmem never handed out:", ptr);
     hak_memcheck_freelike(ptr);
     char *block = hak_large_block(large);
     if ((char *)ptr != block) {
