@@ -146,9 +146,12 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
         if (ptr == hak_large_block(large) && hak_large_resize(large, size))
             return ptr;
     }
+    /* In checked mode a block knows the size it was asked with, as its
+     * canary and memcheck do: resized in place, it tells them the new one. */
+    if (hak_harden.checked && chunk->kind != HAK_CHUNK_LARGE &&
+        hak_heap_resize_checked(hak_chunk_slab(chunk, ptr), ptr, size))
+        return ptr;
     size_t old = usable_size(chunk, ptr);
-    /* In checked mode the block keeps the size it was asked with, which its
-     * canary and memcheck know it by. */
     if (size <= old && size > old / 2 && !hak_harden.checked)
         return ptr;
     void *fresh = alloc(size);

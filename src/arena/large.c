@@ -201,9 +201,24 @@ bool hak_large_resize(struct hak_large *large, size_t size)
 {
     size_t total = large->offset + round_to_page(size);
     size_t old_total = large->head.map_size;
-    /* Checked blocks keep their size, canary and guard page. */
-    if (total < size || hak_harden.checked)
+    if (total < size)
         return false;
+    /* Checked blocks keep their mapping and guard page; the canary follows
+     * the size. */
+    if (hak_harden.checked) {
+        if (size > large->usable || size <= large->usable / 2)
+            return false;
+        /* Only the bytes the block gains are checked, only those it gives
+         * up filled: a run of small resizes costs what they move. */
+        void *block = hak_large_block(large);
+        if (size > large->requested)
+            hak_canary_verify(block, large->requested, size, "large block");
+        else
+            hak_canary_fill(block, size, large->requested);
+        hak_memcheck_resized(block, large->requested, size);
+        large->requested = size;
+        return true;
+    }
     if (total <= old_total) {
         if (size <= large->usable / 2)
             return false;

@@ -229,7 +229,8 @@ static __attribute__((noreturn, cold)) void refuse(struct hak_slab *slab, void *
     }
     /* A pooled small slab keeps its class and how far it was carved. */
     if (slab->kind == HAK_SLAB_SMALL && slab->free_node == HAK_NO_NODE &&
-        (char *)block < slab->carve && (size_t)((char *)block - slab->start) % slab->block_size == 0)
+        (char *)block < slab->carve &&
+        (size_t)((char *)block - slab->start) % slab->block_size == 0)
         hak_fatal_double_free(block, slab->cls);
     if ((uintptr_t)block % 16 == 0 && hak_page_arena_was_handed_out(slab, block))
         hak_fatal_note("double free of", block, "freed span");
@@ -592,6 +593,21 @@ void hak_heap_free_checked(struct hak_slab *slab, void *block)
         slab = slab_of(block);
     }
     give_back(heap, slab, block);
+}
+
+bool hak_heap_resize_checked(struct hak_slab *slab, void *block, size_t size)
+{
+    char note[16];
+    /* A node block moves, as fresh node memory is what its caller asked. */
+    if (slab->kind == HAK_SLAB_NODE_BLOCK)
+        return false;
+    check_block(slab, block);
+    size_t bytes = slab->block_size, need = size + HAK_CANARY_BYTES;
+    if (need > bytes || need <= bytes / 2)
+        return false;
+    size_t old = hak_canary_resize(block, bytes, size, class_note(note, slab->cls));
+    hak_memcheck_resized(block, old, size);
+    return true;
 }
 
 size_t hak_heap_requested_size(struct hak_slab *slab, void *block)
