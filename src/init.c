@@ -29,15 +29,23 @@ enum { INIT_NONE, INIT_RUNNING, INIT_DONE };
 static _Atomic int init_state = INIT_NONE;
 static __thread bool initializing_here __attribute__((tls_model("initial-exec")));
 
-/* Locks are taken in one order everywhere, so fork takes them in it too. */
+/* The nodes whose per-node locks fork holds. */
+static unsigned fork_nodes;
+
+/* Locks are taken in one order everywhere, so fork takes them in it too.
+ * Only the nodes in use: every node's state has pages of its own, each one
+ * a copy-on-write fault in the parent after each fork and another in the
+ * child, for locks no thread can hold (issue 15). */
 static void fork_prepare(void)
 {
+    hak_numa_count_lock();
+    fork_nodes = hak_numa_node_count();
     hak_heap_registry_lock();
     hak_abandoned_lock();
-    hak_shared_pool_lock_all();
-    hak_hot_span_lock_all();
-    hak_page_arena_lock_all();
-    hak_large_lock_all();
+    hak_shared_pool_lock_all(fork_nodes);
+    hak_hot_span_lock_all(fork_nodes);
+    hak_page_arena_lock_all(fork_nodes);
+    hak_large_lock_all(fork_nodes);
     hak_meta_lock();
     hak_page_map_lock();
 }
@@ -46,12 +54,13 @@ static void fork_release(void)
 {
     hak_page_map_unlock();
     hak_meta_unlock();
-    hak_large_unlock_all();
-    hak_page_arena_unlock_all();
-    hak_hot_span_unlock_all();
-    hak_shared_pool_unlock_all();
+    hak_large_unlock_all(fork_nodes);
+    hak_page_arena_unlock_all(fork_nodes);
+    hak_hot_span_unlock_all(fork_nodes);
+    hak_shared_pool_unlock_all(fork_nodes);
     hak_abandoned_unlock();
     hak_heap_registry_unlock();
+    hak_numa_count_unlock();
 }
 
 static void init_once(void)

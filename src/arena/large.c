@@ -268,14 +268,14 @@ size_t hak_large_release_cached(unsigned node)
     return bytes;
 }
 
-void hak_large_lock_all(void)
+void hak_large_lock_all(unsigned nodes)
 {
-    for (unsigned i = 0; i < HAK_MAX_NODES; i++)
+    for (unsigned i = 0; i < nodes; i++)
         pthread_mutex_lock(&caches[i].lock);
 }
 
-void hak_large_unlock_all(void)
+void hak_large_unlock_all(unsigned nodes)
 {
-    for (unsigned i = 0; i < HAK_MAX_NODES; i++)
+    for (unsigned i = 0; i < nodes; i++)
         pthread_mutex_unlock(&caches[i].lock);
 }

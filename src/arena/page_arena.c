@@ -232,14 +232,14 @@ size_t hak_page_arena_release_free(unsigned node)
     return bytes;
 }
 
-void hak_page_arena_lock_all(void)
+void hak_page_arena_lock_all(unsigned nodes)
 {
-    for (unsigned i = 0; i < HAK_MAX_NODES; i++)
+    for (unsigned i = 0; i < nodes; i++)
         pthread_mutex_lock(&arenas[i].lock);
 }
 
-void hak_page_arena_unlock_all(void)
+void hak_page_arena_unlock_all(unsigned nodes)
 {
-    for (unsigned i = 0; i < HAK_MAX_NODES; i++)
+    for (unsigned i = 0; i < nodes; i++)
         pthread_mutex_unlock(&arenas[i].lock);
 }

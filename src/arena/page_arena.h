@@ -21,7 +21,8 @@ void hak_page_arena_free(struct hak_slab *span);
  * keeps for the next request; returns the bytes unmapped. */
 size_t hak_page_arena_release_free(unsigned node);
 
-void hak_page_arena_lock_all(void);
-void hak_page_arena_unlock_all(void);
+/* The first nodes nodes' locks, for fork. */
+void hak_page_arena_lock_all(unsigned nodes);
+void hak_page_arena_unlock_all(unsigned nodes);
 
 #endif
