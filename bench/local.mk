@@ -5,7 +5,8 @@
 # installed hakmem-compare finds them.  -fno-builtin-* keeps the compiler
 # from eliding or merging malloc/free pairs.
 BENCHMARKS = bench/random_mixed bench/fixed_size bench/xthread bench/mid_large_mt \
-	bench/l25 bench/realloc_grow bench/rusage_run bench/startup_threads bench/batch_free
+	bench/l25 bench/realloc_grow bench/rusage_run bench/startup_threads bench/batch_free \
+	bench/fork_churn
 pkglibexec_PROGRAMS = $(BENCHMARKS)
 
 BENCH_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS) -O2 -fno-builtin-malloc -fno-builtin-free \
@@ -29,6 +30,9 @@ bench_realloc_grow_SOURCES = bench/realloc_grow.c bench/bench_util.h
 bench_realloc_grow_CFLAGS = $(BENCH_CFLAGS)
 bench_batch_free_SOURCES = bench/batch_free.c bench/bench_util.h
 bench_batch_free_CFLAGS = $(BENCH_CFLAGS)
+bench_fork_churn_SOURCES = bench/fork_churn.c bench/bench_util.h
+bench_fork_churn_CFLAGS = $(BENCH_CFLAGS)
+bench_fork_churn_LDADD = $(BENCH_LIBS)
 bench_rusage_run_SOURCES = bench/rusage_run.c
 bench_startup_threads_SOURCES = bench/startup_threads.c
 bench_startup_threads_CFLAGS = $(BENCH_CFLAGS)

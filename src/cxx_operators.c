@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "fault.h"
 #include "hakmem.h"
 #include "harden.h"
 #include "internal.h"
@@ -223,9 +224,9 @@ static inline void *new_block(size_t size, size_t align, bool nothrow)
 }
 
 /* Checked mode knows the size each block was asked with: a sized delete
- * must name it (issue 15).  Blocks hakmem does not own are left to free, and
- * so are all where the program replaced the new or delete forms involved:
- * its blocks are its own business. */
+ * must name it (issue 15).  Blocks hakmem does not own are left to free,
+ * which refuses them, and so are all where the program replaced the new or
+ * delete forms involved: its blocks are its own business. */
 static inline void check_size(void *ptr, size_t size, unsigned forms)
 {
     if (HAK_UNLIKELY(hak_harden.checked) && ptr && !replaced(forms) && hak_node_of(ptr) >= 0 &&

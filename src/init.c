@@ -1,6 +1,5 @@
-/* Process start-up, fork and the fatal-error exit. */
+/* Process start-up and fork. */
 #include <sched.h>
-#include <stdlib.h>
 #include <sys/auxv.h>
 #include <unistd.h>
 
@@ -13,11 +12,11 @@
 #include "arena/shared_pool.h"
 #include "front/block_link.h"
 #include "front/thread_heap.h"
+#include "fault.h"
 #include "harden.h"
-#include "numa/node.h"
 #include "internal.h"
+#include "numa/node.h"
 #include "options.h"
-#include "print.h"
 #include "stats.h"
 #include "hakmem.h"
 
@@ -30,45 +29,23 @@ enum { INIT_NONE, INIT_RUNNING, INIT_DONE };
 static _Atomic int init_state = INIT_NONE;
 static __thread bool initializing_here __attribute__((tls_model("initial-exec")));
 
-void hak_fatal(const char *what, const void *addr)
-{
-    hak_fatal_note(what, addr, NULL);
-}
+/* The nodes whose per-node locks fork holds. */
+static unsigned fork_nodes;
 
-void hak_fatal_note(const char *what, const void *addr, const char *note)
-{
-    struct hak_printer out = {.fd = 2};
-    hak_print_str(&out, "hakmem: ");
-    hak_print_str(&out, what);
-    if (addr) {
-        static const char hex[] = "0123456789abcdef";
-        char text[19] = "0x";
-        uintptr_t value = (uintptr_t)addr;
-        for (int i = 0; i < 16; i++)
-            text[2 + i] = hex[(value >> (60 - 4 * i)) & 15];
-        text[18] = 0;
-        hak_print_str(&out, " ");
-        hak_print_str(&out, text);
-    }
-    if (note) {
-        hak_print_str(&out, " (");
-        hak_print_str(&out, note);
-        hak_print_str(&out, ")");
-    }
-    hak_print_str(&out, "\n");
-    hak_print_flush(&out);
-    abort();
-}
-
-/* Locks are taken in one order everywhere, so fork takes them in it too. */
+/* Locks are taken in one order everywhere, so fork takes them in it too.
+ * Only the nodes in use: every node's state has pages of its own, each one
+ * a copy-on-write fault in the parent after each fork and another in the
+ * child, for locks no thread can hold (issue 15). */
 static void fork_prepare(void)
 {
+    hak_numa_count_lock();
+    fork_nodes = hak_numa_node_count();
     hak_heap_registry_lock();
     hak_abandoned_lock();
-    hak_shared_pool_lock_all();
-    hak_hot_span_lock_all();
-    hak_page_arena_lock_all();
-    hak_large_lock_all();
+    hak_shared_pool_lock_all(fork_nodes);
+    hak_hot_span_lock_all(fork_nodes);
+    hak_page_arena_lock_all(fork_nodes);
+    hak_large_lock_all(fork_nodes);
     hak_meta_lock();
     hak_page_map_lock();
 }
@@ -77,12 +54,13 @@ static void fork_release(void)
 {
     hak_page_map_unlock();
     hak_meta_unlock();
-    hak_large_unlock_all();
-    hak_page_arena_unlock_all();
-    hak_hot_span_unlock_all();
-    hak_shared_pool_unlock_all();
+    hak_large_unlock_all(fork_nodes);
+    hak_page_arena_unlock_all(fork_nodes);
+    hak_hot_span_unlock_all(fork_nodes);
+    hak_shared_pool_unlock_all(fork_nodes);
     hak_abandoned_unlock();
     hak_heap_registry_unlock();
+    hak_numa_count_unlock();
 }
 
 static void init_once(void)

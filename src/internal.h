@@ -189,7 +189,9 @@ struct hak_superslab {
 struct hak_arena_chunk {
     struct hak_chunk_head head;
     struct hak_slab *page_slab[HAK_ARENA_PAGES];
-    uint32_t free_pages;
+    /* Pages below this one have been handed out as spans: a free into a
+     * free span there is a second one (arena/page_arena.c). */
+    uint32_t handed_out_pages;
 };
 
 #define HAK_SUPERSLAB_HEADER_SLABS 1
@@ -303,9 +305,5 @@ extern struct hak_slab hak_invalid_slab;
 extern struct hak_slab hak_interior_slab;
 
 void hak_init(void);
-/* Aborts with "hakmem: WHAT ADDR (NOTE)"; addr and note may be NULL. */
-void hak_fatal_note(const char *what, const void *addr, const char *note)
-    __attribute__((noreturn, cold));
-void hak_fatal(const char *what, const void *addr) __attribute__((noreturn, cold));
 
 #endif

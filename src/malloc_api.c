@@ -7,6 +7,7 @@
 #include "arena/large.h"
 #include "arena/node_block.h"
 #include "arena/page_map.h"
+#include "fault.h"
 #include "front/size_class.h"
 #include "front/thread_heap.h"
 #include "hakmem.h"
@@ -86,12 +87,25 @@ static inline void free_routed(struct hak_chunk_head *chunk, void *ptr)
         hak_heap_free_checked(hak_chunk_slab(chunk, ptr), ptr);
 }
 
+/* No pointer reaches free or realloc from before hakmem was in place: the
+ * dynamic loader and glibc never free what the loader's own early allocator
+ * handed out (README, Hardening).  So a pointer outside hakmem's memory is a
+ * fault of the program's, stopped as every other allocator stops it. */
+/* Not declared noreturn, nor so discovered (noipa): free then jumps here
+ * and needs no stack frame of its own for a call. */
+static __attribute__((noipa, cold)) void refuse_foreign(const char *call, const void *ptr)
+{
+    hak_fatal(call, ptr);
+}
+
 HAK_API void hak_free(void *ptr)
 {
     uintptr_t entry = hak_page_map_entry(ptr);
     if (HAK_UNLIKELY((intptr_t)entry <= 0)) { /* page_map.h: one test for both */
-        if (entry) /* else NULL, or memory hakmem does not own: leave it alone */
+        if (entry)
             free_routed((struct hak_chunk_head *)(entry & ~HAK_MAP_ROUTED), ptr);
+        else if (ptr)
+            refuse_foreign("free of a pointer hakmem never handed out:", ptr);
         return;
     }
     hak_heap_free(hak_unit_slab(entry, ptr), ptr);
@@ -110,17 +124,6 @@ HAK_API void *hak_calloc(size_t nmemb, size_t size)
     return ptr;
 }
 
-/* A block hakmem did not allocate (the dynamic loader's, from before hakmem
- * was in place): its size is unknown, so copy what can be read of the new
- * size, and leave the old block where it is. */
-static HAK_NOINLINE void *realloc_foreign(void *ptr, size_t size)
-{
-    void *fresh = alloc(size);
-    if (fresh)
-        hak_os_copy_readable(fresh, ptr, size);
-    return fresh;
-}
-
 HAK_API void *hak_realloc(void *ptr, size_t size)
 {
     if (!ptr)
@@ -133,15 +136,18 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
         return fail_nomem();
     struct hak_chunk_head *chunk = owner_of(ptr);
     if (!chunk)
-        return realloc_foreign(ptr, size);
+        refuse_foreign("realloc of a pointer hakmem never handed out:", ptr);
     if (chunk->kind == HAK_CHUNK_LARGE && size > HAK_L25_MAX) {
         struct hak_large *large = (struct hak_large *)chunk;
         if (ptr == hak_large_block(large) && hak_large_resize(large, size))
             return ptr;
     }
+    /* In checked mode a block knows the size it was asked with, as its
+     * canary and memcheck do: resized in place, it tells them the new one. */
+    if (hak_harden.checked && chunk->kind != HAK_CHUNK_LARGE &&
+        hak_heap_resize_checked(hak_chunk_slab(chunk, ptr), ptr, size))
+        return ptr;
     size_t old = usable_size(chunk, ptr);
-    /* In checked mode the block keeps the size it was asked with, which its
-     * canary and memcheck know it by. */
     if (size <= old && size > old / 2 && !hak_harden.checked)
         return ptr;
     void *fresh = alloc(size);
@@ -240,8 +246,12 @@ HAK_API void *hak_pvalloc(size_t size)
 
 HAK_API size_t hak_malloc_usable_size(void *ptr)
 {
+    if (!ptr)
+        return 0;
     struct hak_chunk_head *chunk = owner_of(ptr);
-    return chunk ? usable_size(chunk, ptr) : 0;
+    if (!chunk)
+        refuse_foreign("malloc_usable_size of a pointer hakmem never handed out:", ptr);
+    return usable_size(chunk, ptr);
 }
 
 /* The dense index hakmem uses for an OS node id, or -1. */

@@ -19,6 +19,8 @@
 #define VALGRIND_MAKE_MEM_DEFINED(addr, size) ((void)(addr), (void)(size))
 #define VALGRIND_MAKE_MEM_UNDEFINED(addr, size) ((void)(addr), (void)(size))
 #define VALGRIND_MAKE_MEM_NOACCESS(addr, size) ((void)(addr), (void)(size))
+#define VALGRIND_RESIZEINPLACE_BLOCK(addr, old_size, new_size, redzone)                            \
+    ((void)(addr), (void)(old_size), (void)(new_size), (void)(redzone))
 #endif
 
 #define HAK_MEMCHECK_REQUEST(request)                                                              \
@@ -37,6 +39,12 @@ static inline bool hak_memcheck_available(void)
 static inline void hak_memcheck_malloclike(const void *block, size_t size, bool zeroed)
 {
     HAK_MEMCHECK_REQUEST(VALGRIND_MALLOCLIKE_BLOCK(block, size, 0, zeroed));
+}
+
+/* The live block at block now has size bytes, the same start. */
+static inline void hak_memcheck_resized(const void *block, size_t old_size, size_t size)
+{
+    HAK_MEMCHECK_REQUEST(VALGRIND_RESIZEINPLACE_BLOCK(block, old_size, size, 0));
 }
 
 /* Memcheck reports a free of anything but a live block, and from here on

@@ -7,11 +7,11 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "internal.h"
 #include "stats.h"
 
@@ -128,34 +128,6 @@ void hak_os_shrink_in_place(void *addr, size_t old_size, size_t new_size)
 {
     mremap(addr, old_size, new_size, 0);
     hak_stat_add(HAK_STAT_UNMAPPED_BYTES, old_size - new_size);
-}
-
-size_t hak_os_copy_readable(void *dst, const void *src, size_t size)
-{
-    /* The kernel reads on our behalf and reports a fault as a short count;
-     * one element per page, since a transfer stops at the failing element. */
-    size_t copied = 0;
-    while (copied < size) {
-        struct iovec local[64], remote[64];
-        unsigned n = 0;
-        size_t batch = 0;
-        uintptr_t at = (uintptr_t)src + copied;
-        while (n < 64 && copied + batch < size) {
-            size_t in_page = HAK_PAGE_SIZE - ((at + batch) & (HAK_PAGE_SIZE - 1));
-            size_t len = size - copied - batch < in_page ? size - copied - batch : in_page;
-            local[n] = (struct iovec){(char *)dst + copied + batch, len};
-            remote[n] = (struct iovec){(void *)(at + batch), len};
-            batch += len;
-            n++;
-        }
-        ssize_t got = process_vm_readv(getpid(), local, n, remote, n, 0);
-        if (got <= 0)
-            return copied;
-        copied += (size_t)got;
-        if ((size_t)got < batch)
-            return copied;
-    }
-    return copied;
 }
 
 void hak_os_mbind_move(void *addr, size_t size, enum hak_os_mpol mode, const unsigned long *mask)

@@ -42,9 +42,6 @@ size_t hak_os_read_file(const char *path, char *buf, size_t size);
  * it is not. */
 bool hak_os_grow_in_place(void *addr, size_t old_size, size_t new_size);
 void hak_os_shrink_in_place(void *addr, size_t old_size, size_t new_size);
-/* Copies up to size bytes from src, stopping at the first byte that cannot
- * be read (unmapped or protected) instead of faulting; returns the count. */
-size_t hak_os_copy_readable(void *dst, const void *src, size_t size);
 /* Which file a descriptor leads to, to tell whether it still does. */
 struct hak_os_file_id {
     uint64_t dev, ino;

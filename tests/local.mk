@@ -14,6 +14,7 @@ hakmem_c_tests = \
 	tests/test_release \
 	tests/test_page_telemetry \
 	tests/test_misuse \
+	tests/test_realloc_checked \
 	tests/test_trim \
 	tests/test_glibc_ext
 
@@ -87,6 +88,11 @@ tests_test_page_telemetry_SOURCES = tests/test_page_telemetry.c tests/harness.h
 tests_test_page_telemetry_CFLAGS = $(hakmem_test_cflags)
 tests_test_page_telemetry_LDFLAGS = $(hakmem_test_ldflags)
 tests_test_page_telemetry_LDADD = src/libhakmem.la
+
+tests_test_realloc_checked_SOURCES = tests/test_realloc_checked.c tests/harness.h
+tests_test_realloc_checked_CFLAGS = $(hakmem_test_cflags)
+tests_test_realloc_checked_LDFLAGS = $(hakmem_test_ldflags)
+tests_test_realloc_checked_LDADD = src/libhakmem.la
 
 tests_test_misuse_SOURCES = tests/test_misuse.c tests/harness.h
 tests_test_misuse_CFLAGS = $(hakmem_test_cflags)

@@ -60,6 +60,7 @@ check_line batch_free 51200 rounds=2
 check_line xthread 30 rounds=3 batch=10
 check_line mid_large_mt 200 threads=2 cycles=100 ws=16
 check_line realloc_grow 26 rounds=2 max_kb=8192
+check_line fork_churn 20 forks=20 threads=1
 
 # Every page of every block is written, so a thread holding about half of 64
 # blocks averaging 544 KiB must have well over 8 MiB resident at its peak.

@@ -60,21 +60,6 @@ memcpy_over@4096 memcpy_over_kept@4096
 write_after_free_middle@262144
 "
 
-# Expected failures at levels 1 and 2 until branch i15-frees is merged:
-# frees and reallocs of pointers hakmem never handed out, which hakmem
-# leaves alone today.  Once that branch is in, empty this list (the run
-# fails with XPASS for each entry hakmem catches then); until then the 85%
-# of level 2 counts them as caught.
-xfail_level1="
-free_stack@8 free_stack@4096 free_stack@262144
-free_alloca@8 free_alloca@4096 free_alloca@262144
-free_global@8 free_global@4096 free_global@262144
-free_small_integer@8 free_small_integer@4096 free_small_integer@262144
-free_far@8 free_far@4096 free_far@262144
-free_mmap@8 free_mmap@4096 free_mmap@262144
-realloc_stack@8 realloc_stack@4096 realloc_stack@262144
-delete_stack_object
-"
 
 # name=library (empty: none) [VAR=VALUE]
 allocators="glibc=
@@ -171,7 +156,6 @@ done
 
 failures=0
 total=0
-xfail_h2=0
 header=$(printf '%-30s' case)
 column=0
 for name in $names; do
@@ -228,16 +212,10 @@ EOF
                 echo "FAIL: $case: glibc catches it, hakmem at level 2 does not"
                 failures=$((failures + 1))
             fi
-        elif listed "$case" "$xfail_level1"; then
-            echo "xfail: $case: glibc catches it, hakmem at level 1 does not (branch i15-frees)"
-            caught "$h2" || xfail_h2=$((xfail_h2 + 1))
         else
             echo "FAIL: $case: glibc catches it, hakmem at level 1 does not"
             failures=$((failures + 1))
         fi
-    elif caught "$h1" && listed "$case" "$xfail_level1"; then
-        echo "XPASS: $case: hakmem at level 1 catches it; delete it from xfail_level1"
-        failures=$((failures + 1))
     fi
 done
 
@@ -251,11 +229,8 @@ for name in $names; do
 done
 echo "$summary"
 
-if [ "$xfail_h2" -gt 0 ]; then
-    echo "note: $xfail_h2 expected failure(s) of level 2 count as caught below"
-fi
-if [ $(((h2_caught + xfail_h2) * 100)) -lt $((total * 85)) ]; then
-    echo "FAIL: hakmem at level 2 catches $h2_caught of $total (+$xfail_h2 expected), under 85%"
+if [ $((h2_caught * 100)) -lt $((total * 85)) ]; then
+    echo "FAIL: hakmem at level 2 catches $h2_caught of $total, under 85%"
     failures=$((failures + 1))
 fi
 echo "$failures failure(s)"

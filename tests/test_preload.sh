@@ -2,8 +2,9 @@
 # Real programs run with hakmem preloaded must produce byte-identical output
 # to runs without it: python3 building and dumping a few MB of JSON, sort of
 # a ~50 MB file, gcc compiling and linking a C program, and a threaded C++
-# program built with this test suite.  A program that is not installed is
-# skipped; if none could run, the test is skipped.
+# program built with this test suite; and a preloaded program's free of
+# memory hakmem never handed out must abort with hakmem's message.  A program
+# that is not installed is skipped; if none could run, the test is skipped.
 set -u
 
 preload_test=test_preload
@@ -16,6 +17,27 @@ if LD_PRELOAD=$lib cat /proc/self/maps | grep -q -F "$real_lib"; then
     echo "ok: $real_lib is mapped into a preloaded process"
 else
     fail "$real_lib is not mapped into a process run with LD_PRELOAD=$lib"
+fi
+
+# A preloaded program that frees memory hakmem never handed out (here the
+# Python interpreter's None, a global) dies of hakmem's message, where the
+# programs below, which free only what they allocated, run clean.
+if [ -x /usr/bin/python3 ]; then
+    LD_PRELOAD=$lib /usr/bin/python3 -I -c '
+import ctypes, sys
+libc = ctypes.CDLL(None)
+libc.free.argtypes = [ctypes.c_void_p]
+print("0x%016x" % id(None), flush=True)
+libc.free(id(None))
+' >"$work/foreign.out" 2>"$work/foreign.err"
+    status=$?
+    expected="hakmem: free of a pointer hakmem never handed out: $(cat "$work/foreign.out")"
+    if [ "$status" -eq 134 ] && grep -qxF "$expected" "$work/foreign.err"; then
+        echo "ok: a preloaded python3's free of a global aborts with hakmem's message"
+    else
+        fail "a preloaded python3's free of a global: status $status (134 expected), stderr:"
+        cat "$work/foreign.err"
+    fi
 fi
 
 if [ -x /usr/bin/python3 ]; then

@@ -278,14 +278,14 @@ size_t hak_hot_span_release_all(unsigned node)
     return bytes;
 }
 
-void hak_hot_span_lock_all(void)
+void hak_hot_span_lock_all(unsigned nodes)
 {
-    for (unsigned i = 0; i < HAK_MAX_NODES; i++)
+    for (unsigned i = 0; i < nodes; i++)
         pthread_mutex_lock(&boxes[i].lock);
 }
 
-void hak_hot_span_unlock_all(void)
+void hak_hot_span_unlock_all(unsigned nodes)
 {
-    for (unsigned i = 0; i < HAK_MAX_NODES; i++)
+    for (unsigned i = 0; i < nodes; i++)
         pthread_mutex_unlock(&boxes[i].lock);
 }

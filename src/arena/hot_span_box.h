@@ -19,7 +19,8 @@ size_t hak_hot_span_retained(unsigned node, uint64_t *count);
  * PageArena now, whatever its age; returns the bytes decommitted. */
 size_t hak_hot_span_release_all(unsigned node);
 
-void hak_hot_span_lock_all(void);
-void hak_hot_span_unlock_all(void);
+/* The first nodes nodes' locks, for fork. */
+void hak_hot_span_lock_all(unsigned nodes);
+void hak_hot_span_unlock_all(unsigned nodes);
 
 #endif

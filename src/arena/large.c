@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "../fault.h"
 #include "../front/canary.h"
 #include "../harden.h"
 #include "../memcheck.h"
@@ -155,8 +156,8 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
 
 void hak_large_free(struct hak_large *large, void *ptr)
 {
-    if (!hak_large_contains(large, ptr))
-        return; /* not hakmem's memory: leave it alone */
+    if (!hak_large_contains(large, ptr)) /* past the mapping, in its last 2 MiB unit */
+        hak_fatal("free of a pointer hakmem never handed out:", ptr);
     hak_memcheck_freelike(ptr);
     char *block = hak_large_block(large);
     if ((char *)ptr != block) {
@@ -205,9 +206,24 @@ bool hak_large_resize(struct hak_large *large, size_t size)
 {
     size_t total = large->offset + round_to_page(size);
     size_t old_total = large->head.map_size;
-    /* Checked blocks keep their size, canary and guard page. */
-    if (total < size || hak_harden.checked)
+    if (total < size)
         return false;
+    /* Checked blocks keep their mapping and guard page; the canary follows
+     * the size. */
+    if (hak_harden.checked) {
+        if (size > large->usable || size <= large->usable / 2)
+            return false;
+        /* Only the bytes the block gains are checked, only those it gives
+         * up filled: a run of small resizes costs what they move. */
+        void *block = hak_large_block(large);
+        if (size > large->requested)
+            hak_canary_verify(block, large->requested, size, "large block");
+        else
+            hak_canary_fill(block, size, large->requested);
+        hak_memcheck_resized(block, large->requested, size);
+        large->requested = size;
+        return true;
+    }
     if (total <= old_total) {
         if (size <= large->usable / 2)
             return false;
@@ -257,14 +273,14 @@ size_t hak_large_release_cached(unsigned node)
     return bytes;
 }
 
-void hak_large_lock_all(void)
+void hak_large_lock_all(unsigned nodes)
 {
-    for (unsigned i = 0; i < HAK_MAX_NODES; i++)
+    for (unsigned i = 0; i < nodes; i++)
         pthread_mutex_lock(&caches[i].lock);
 }
 
-void hak_large_unlock_all(void)
+void hak_large_unlock_all(unsigned nodes)
 {
-    for (unsigned i = 0; i < HAK_MAX_NODES; i++)
+    for (unsigned i = 0; i < nodes; i++)
         pthread_mutex_unlock(&caches[i].lock);
 }

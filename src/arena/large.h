@@ -36,7 +36,8 @@ static inline bool hak_large_contains(const struct hak_large *large, const void 
     return (uintptr_t)ptr - (uintptr_t)large < large->head.map_size;
 }
 
-void hak_large_lock_all(void);
-void hak_large_unlock_all(void);
+/* The first nodes nodes' locks, for fork. */
+void hak_large_lock_all(unsigned nodes);
+void hak_large_unlock_all(unsigned nodes);
 
 #endif

@@ -1,5 +1,6 @@
 #include "node_block.h"
 
+#include "../fault.h"
 #include "../front/canary.h"
 #include "../harden.h"
 #include "../memcheck.h"

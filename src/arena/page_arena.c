@@ -126,6 +126,14 @@ struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
         bin_insert(arena, span);
         span = NULL;
     }
+    if (span) {
+        /* Spans are cut from the front of free ones: a fresh chunk is
+         * handed out front to back. */
+        struct hak_arena_chunk *chunk = chunk_of(span);
+        uint32_t end = span->first_page + pages;
+        if (end > chunk->handed_out_pages)
+            __atomic_store_n(&chunk->handed_out_pages, end, __ATOMIC_RELAXED);
+    }
     pthread_mutex_unlock(&arena->lock);
     if (!span)
         return NULL;
@@ -133,6 +141,17 @@ struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
     span->end = span->start + (size_t)span->pages * HAK_PAGE_SIZE;
     span->touched_pages = 0; /* the arena's spans are all clean */
     return span;
+}
+
+bool hak_page_arena_was_handed_out(const struct hak_slab *span, const void *ptr)
+{
+    if (span->kind == HAK_SLAB_HOT_SPAN)
+        return true; /* only spans that served blocks enter the HotSpanBox */
+    if (span->kind != HAK_SLAB_FREE_SPAN)
+        return false;
+    const struct hak_arena_chunk *chunk = chunk_of(span);
+    size_t page = ((uintptr_t)ptr - (uintptr_t)chunk) >> HAK_PAGE_SHIFT;
+    return page < __atomic_load_n(&chunk->handed_out_pages, __ATOMIC_RELAXED);
 }
 
 static struct hak_slab *free_neighbour(struct hak_arena_chunk *chunk, uint32_t page)
@@ -213,14 +232,14 @@ size_t hak_page_arena_release_free(unsigned node)
     return bytes;
 }
 
-void hak_page_arena_lock_all(void)
+void hak_page_arena_lock_all(unsigned nodes)
 {
-    for (unsigned i = 0; i < HAK_MAX_NODES; i++)
+    for (unsigned i = 0; i < nodes; i++)
         pthread_mutex_lock(&arenas[i].lock);
 }
 
-void hak_page_arena_unlock_all(void)
+void hak_page_arena_unlock_all(unsigned nodes)
 {
-    for (unsigned i = 0; i < HAK_MAX_NODES; i++)
+    for (unsigned i = 0; i < nodes; i++)
         pthread_mutex_unlock(&arenas[i].lock);
 }

@@ -11,13 +11,18 @@
  * pages, chunk and node set and every page mapped to it.  NULL with errno
  * ENOMEM. */
 struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages);
+/* Whether ptr, in span (the entry of its page, a span now free: in the
+ * HotSpanBox or the arena), lies in pages once handed out.  Lock-free, for
+ * naming a fault: the answer may be stale. */
+bool hak_page_arena_was_handed_out(const struct hak_slab *span, const void *ptr);
 /* Takes back a clean span. */
 void hak_page_arena_free(struct hak_slab *span);
 /* malloc_trim: unmaps node's wholly free chunks, also the one the arena
  * keeps for the next request; returns the bytes unmapped. */
 size_t hak_page_arena_release_free(unsigned node);
 
-void hak_page_arena_lock_all(void);
-void hak_page_arena_unlock_all(void);
+/* The first nodes nodes' locks, for fork. */
+void hak_page_arena_lock_all(unsigned nodes);
+void hak_page_arena_unlock_all(unsigned nodes);
 
 #endif

@@ -122,14 +122,14 @@ size_t hak_shared_pool_release(unsigned node)
     return bytes;
 }
 
-void hak_shared_pool_lock_all(void)
+void hak_shared_pool_lock_all(unsigned nodes)
 {
-    for (unsigned i = 0; i < HAK_MAX_NODES; i++)
+    for (unsigned i = 0; i < nodes; i++)
         pthread_mutex_lock(&pools[i].lock);
 }
 
-void hak_shared_pool_unlock_all(void)
+void hak_shared_pool_unlock_all(unsigned nodes)
 {
-    for (unsigned i = 0; i < HAK_MAX_NODES; i++)
+    for (unsigned i = 0; i < nodes; i++)
         pthread_mutex_unlock(&pools[i].lock);
 }

@@ -15,7 +15,8 @@ void hak_shared_pool_give(struct hak_slab *slab);
  * free slabs ever handed out; returns the bytes unmapped or decommitted. */
 size_t hak_shared_pool_release(unsigned node);
 
-void hak_shared_pool_lock_all(void);
-void hak_shared_pool_unlock_all(void);
+/* The first nodes nodes' locks, for fork. */
+void hak_shared_pool_lock_all(unsigned nodes);
+void hak_shared_pool_unlock_all(unsigned nodes);
 
 #endif

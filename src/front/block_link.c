@@ -3,6 +3,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 
+#include "../fault.h"
 #include "../harden.h"
 #include "size_class.h"
 

@@ -7,6 +7,7 @@
 #ifndef HAK_BLOCK_LINK_H
 #define HAK_BLOCK_LINK_H
 
+#include "../fault.h"
 #include "../internal.h"
 
 struct hak_link_keys {

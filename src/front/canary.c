@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "../fault.h"
 #include "../memcheck.h"
 #include "block_link.h"
 
@@ -49,19 +50,17 @@ void hak_canary_verify(const void *block, size_t size, size_t end, const char *n
     hak_memcheck_noaccess(from, end - size);
 }
 
-void hak_canary_set(void *block, size_t block_size, size_t size)
+static void write_record(void *block, size_t record, size_t size)
 {
-    size_t record = block_size - HAK_CANARY_BYTES;
-    hak_canary_fill(block, size, record);
     uint64_t word = record_of(size);
     hak_memcheck_undefined((char *)block + record, sizeof(word));
     memcpy((char *)block + record, &word, sizeof(word));
     hak_memcheck_noaccess((char *)block + record, sizeof(word));
 }
 
-size_t hak_canary_check(const void *block, size_t block_size, const char *note)
+/* The size the record holds, which must be one that fits before it. */
+static size_t read_record(const void *block, size_t record, const char *note)
 {
-    size_t record = block_size - HAK_CANARY_BYTES;
     uint64_t word;
     hak_memcheck_defined((const char *)block + record, sizeof(word));
     memcpy(&word, (const char *)block + record, sizeof(word));
@@ -69,6 +68,32 @@ size_t hak_canary_check(const void *block, size_t block_size, const char *note)
     size_t size = (size_t)((word >> 8) ^ (hak_link_keys.canary & (UINT64_MAX >> 8)));
     if ((uint8_t)word != fill_byte() || size > record)
         overflow(block, note);
+    return size;
+}
+
+void hak_canary_set(void *block, size_t block_size, size_t size)
+{
+    size_t record = block_size - HAK_CANARY_BYTES;
+    hak_canary_fill(block, size, record);
+    write_record(block, record, size);
+}
+
+size_t hak_canary_check(const void *block, size_t block_size, const char *note)
+{
+    size_t record = block_size - HAK_CANARY_BYTES;
+    size_t size = read_record(block, record, note);
     hak_canary_verify(block, size, record, note);
     return size;
+}
+
+size_t hak_canary_resize(void *block, size_t block_size, size_t size, const char *note)
+{
+    size_t record = block_size - HAK_CANARY_BYTES;
+    size_t old = read_record(block, record, note);
+    if (size > old)
+        hak_canary_verify(block, old, size, note);
+    else
+        hak_canary_fill(block, size, old);
+    write_record(block, record, size);
+    return old;
 }

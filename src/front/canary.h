@@ -17,6 +17,12 @@ void hak_canary_set(void *block, size_t block_size, size_t size);
  * ADDR (note)" when anything past it changed. */
 size_t hak_canary_check(const void *block, size_t block_size, const char *note);
 
+/* The block takes size bytes (size + HAK_CANARY_BYTES <= block_size) and
+ * returns the size it had: only the bytes it gains are checked, only those
+ * it gives up filled, so that a run of small resizes costs what they move
+ * (the rest of the canary waits for the free's check). */
+size_t hak_canary_resize(void *block, size_t block_size, size_t size, const char *note);
+
 /* The same for a block whose size is kept elsewhere (a large block's head):
  * only [block + size, block + end) is filled and checked. */
 void hak_canary_fill(void *block, size_t size, size_t end);

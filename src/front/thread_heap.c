@@ -12,6 +12,7 @@
 #include "../arena/page_map.h"
 #include "../arena/shared_pool.h"
 #include "../arena/slab.h"
+#include "../fault.h"
 #include "../harden.h"
 #include "../memcheck.h"
 #include "../numa/node.h"
@@ -216,7 +217,11 @@ static struct hak_slab *slab_before(const void *ptr)
 }
 
 /* Aborts for a pointer that starts no block of a live slab: inside a block
- * when its page lies inside one bigger than a page, else never handed out. */
+ * when its page lies inside one bigger than a page; a double free where a
+ * block started that has gone back with its whole slab or span (to the
+ * shared pool, the HotSpanBox or the PageArena); else never handed out.  A
+ * freed span no longer knows where its blocks were: any 16-byte aligned
+ * pointer into its pages that were handed out counts as a block start. */
 static __attribute__((noreturn, cold)) void refuse(struct hak_slab *slab, void *block)
 {
     char note[16];
@@ -225,6 +230,13 @@ static __attribute__((noreturn, cold)) void refuse(struct hak_slab *slab, void *
         if (serves_blocks(slab))
             hak_fatal_note("free of a pointer inside a block:", block, class_note(note, slab->cls));
     }
+    /* A pooled small slab keeps its class and how far it was carved. */
+    if (slab->kind == HAK_SLAB_SMALL && slab->free_node == HAK_NO_NODE &&
+        (char *)block < slab->carve &&
+        (size_t)((char *)block - slab->start) % slab->block_size == 0)
+        hak_fatal_double_free(block, slab->cls);
+    if ((uintptr_t)block % 16 == 0 && hak_page_arena_was_handed_out(slab, block))
+        hak_fatal_note("double free of", block, "freed span");
     hak_fatal("free of a pointer hakmem never handed out:", block);
 }
 
@@ -717,6 +729,21 @@ void hak_heap_free_checked(struct hak_slab *slab, void *block)
         slab = slab_of(block);
     }
     give_back(heap, slab, block);
+}
+
+bool hak_heap_resize_checked(struct hak_slab *slab, void *block, size_t size)
+{
+    char note[16];
+    /* A node block moves, as fresh node memory is what its caller asked. */
+    if (slab->kind == HAK_SLAB_NODE_BLOCK)
+        return false;
+    check_block(slab, block);
+    size_t bytes = slab->block_size, need = size + HAK_CANARY_BYTES;
+    if (need > bytes || need <= bytes / 2)
+        return false;
+    size_t old = hak_canary_resize(block, bytes, size, class_note(note, slab->cls));
+    hak_memcheck_resized(block, old, size);
+    return true;
 }
 
 size_t hak_heap_requested_size(struct hak_slab *slab, void *block)

@@ -4,6 +4,7 @@
 
 #include "config.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <time.h>
@@ -20,6 +21,19 @@
 #include "hwloc_api.h"
 #include "topology_hwloc.h"
 #endif
+
+/* Taken where the node count changes, and by fork. */
+static pthread_mutex_t count_lock = HAK_LOCK_INITIALIZER;
+
+void hak_numa_count_lock(void)
+{
+    pthread_mutex_lock(&count_lock);
+}
+
+void hak_numa_count_unlock(void)
+{
+    pthread_mutex_unlock(&count_lock);
+}
 
 enum discovery_state {
     DISCOVERY_UNNEEDED, /* one node, HAKMEM_NUMA=off, or hak_numa_init not run */
@@ -213,7 +227,9 @@ void hak_numa_discover(void)
     hak_print_str(&found_note, " us\n");
     if (map && map->node_count > 1) {
         hak_topology_print(&found_note, map);
+        hak_numa_count_lock();
         atomic_store_explicit(&published, map, memory_order_release);
+        hak_numa_count_unlock();
     } else if (map) {
         hak_print_str(&found_note, "  one node the process may use: no binding\n");
         hak_topology_map_free(map);

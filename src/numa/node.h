@@ -31,6 +31,10 @@ bool hak_numa_discovery_settled(void);
 
 /* 1 ... HAK_MAX_NODES; once above 1, it stays at its value. */
 unsigned hak_numa_node_count(void);
+/* Held, the node count cannot change: fork holds it while it locks the
+ * per-node state of the nodes in use, and only those. */
+void hak_numa_count_lock(void);
+void hak_numa_count_unlock(void);
 
 /* The index of the node of the CPU the calling thread runs on now; for
  * slow paths (heap creation, refills): it reads the CPU from rseq, or makes
