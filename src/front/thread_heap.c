@@ -717,13 +717,16 @@ void hak_heap_trim(void)
 
 /* ---- thread exit ---- */
 
-static void leave_slab(struct hak_heap *heap, struct hak_slab *slab)
+/* Empty slabs go back to their backend, the others onto *abandon. */
+static void leave_slab(struct hak_heap *heap, struct hak_slab *slab, struct hak_slab **abandon)
 {
     collect(heap, slab);
-    if (slab->used == 0)
+    if (slab->used == 0) {
         release_to_backend(slab);
-    else
-        hak_abandoned_push(slab);
+    } else {
+        slab->next = *abandon;
+        *abandon = slab;
+    }
 }
 
 /* Empties the caches and gives up every slab: empty ones go back to their
@@ -744,16 +747,18 @@ static void leave_all_slabs(struct hak_heap *heap)
     for (struct hak_slab *slab = atomic_exchange(&heap->delayed, NULL); slab;
          slab = slab->delayed_next)
         slab->queued = false;
+    struct hak_slab *abandon = NULL;
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         if (heap->cur[cls] != &hak_empty_slab)
-            leave_slab(heap, heap->cur[cls]);
+            leave_slab(heap, heap->cur[cls], &abandon);
         heap->cur[cls] = &hak_empty_slab;
         struct hak_slab *slab;
         while ((slab = list_pop(&heap->partial[cls])))
-            leave_slab(heap, slab);
+            leave_slab(heap, slab, &abandon);
         while ((slab = list_pop(&heap->full[cls])))
-            leave_slab(heap, slab);
+            leave_slab(heap, slab, &abandon);
     }
+    hak_abandoned_push(abandon);
 }
 
 /* The thread runs on another node now: from here on it gets memory there. */
