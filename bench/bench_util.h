@@ -1,8 +1,8 @@
 /* Shared helpers for the bench programs: argument parsing, timing and the
  * one-line report that tools/hakmem-compare reads.
  *
- * The programs use plain libc malloc; the allocator under test is chosen at
- * run time with LD_PRELOAD, so nothing here may depend on hakmem.
+ * C and C++ programs include it.  The programs use plain libc malloc; the allocator under test is
+ * chosen at run time with LD_PRELOAD, so nothing here may depend on hakmem.
  */
 #ifndef HAKMEM_BENCH_UTIL_H
 #define HAKMEM_BENCH_UTIL_H
@@ -126,7 +126,7 @@ static inline uint32_t bench_xorshift32(uint32_t *state)
  * block would, so that page faults are counted. */
 static inline void bench_touch_pages(void *block, size_t size, unsigned char value)
 {
-    unsigned char *bytes = block;
+    unsigned char *bytes = (unsigned char *)block;
 
     for (size_t offset = 0; offset < size; offset += 4096)
         bytes[offset] = value;

@@ -6,7 +6,7 @@
 # from eliding or merging malloc/free pairs.
 BENCHMARKS = bench/random_mixed bench/fixed_size bench/xthread bench/mid_large_mt \
 	bench/l25 bench/realloc_grow bench/rusage_run bench/startup_threads bench/batch_free \
-	bench/fork_churn
+	bench/fork_churn bench/larson bench/cxx_churn
 pkglibexec_PROGRAMS = $(BENCHMARKS)
 
 BENCH_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS) -O2 -fno-builtin-malloc -fno-builtin-free \
@@ -33,6 +33,13 @@ bench_batch_free_CFLAGS = $(BENCH_CFLAGS)
 bench_fork_churn_SOURCES = bench/fork_churn.c bench/bench_util.h
 bench_fork_churn_CFLAGS = $(BENCH_CFLAGS)
 bench_fork_churn_LDADD = $(BENCH_LIBS)
+bench_larson_SOURCES = bench/larson.c bench/bench_util.h
+bench_larson_CFLAGS = $(BENCH_CFLAGS)
+bench_larson_LDADD = $(BENCH_LIBS)
+# C++: new and delete reach the allocator through its exported operators.
+bench_cxx_churn_SOURCES = bench/cxx_churn.cc bench/bench_util.h
+bench_cxx_churn_CXXFLAGS = $(AM_CXXFLAGS) $(PTHREAD_CFLAGS) -O2
+bench_cxx_churn_LDADD = $(BENCH_LIBS)
 bench_rusage_run_SOURCES = bench/rusage_run.c
 bench_startup_threads_SOURCES = bench/startup_threads.c
 bench_startup_threads_CFLAGS = $(BENCH_CFLAGS)

@@ -1,6 +1,9 @@
 /* xthread: cross-thread frees.  A producer thread allocates batches of
- * 16-1040 B blocks and hands each batch to a consumer thread, which frees
- * every block, so every free is remote.  ops = blocks.
+ * blocks of min..max bytes (16-1040 B by default) and hands each batch to a
+ * consumer thread, which frees every block, so every free is remote.  With
+ * pairs > 1, that many producer/consumer pairs run side by side.  min=64
+ * max=64 is the all-remote shape of xmalloc-test: one class, so whole slabs
+ * fill on one side and drain on the other.  ops = blocks of all pairs.
  *
  * Batches travel through a small single-producer/single-consumer ring so the
  * handoff costs two atomic operations per batch, not per block, and the
@@ -15,9 +18,13 @@
 enum { RING_BATCHES = 8 };
 
 struct batch_ring {
+    pthread_t producer;
+    pthread_t consumer;
     unsigned char **blocks[RING_BATCHES];
     size_t batch_size;
     long rounds;
+    uint32_t min;
+    uint32_t span; /* max - min + 1 */
     uint32_t seed;
     _Alignas(64) atomic_long produced;
     _Alignas(64) atomic_long consumed;
@@ -34,7 +41,7 @@ static void *produce(void *arg)
         unsigned char **blocks = ring->blocks[round % RING_BATCHES];
         for (size_t i = 0; i < ring->batch_size; i++) {
             uint32_t r = bench_xorshift32(&state);
-            blocks[i] = bench_xmalloc(16 + r % 1025);
+            blocks[i] = bench_xmalloc(ring->min + r % ring->span);
             blocks[i][0] = (unsigned char)r;
         }
         atomic_store_explicit(&ring->produced, round + 1, memory_order_release);
@@ -60,37 +67,63 @@ static void *consume(void *arg)
 int main(int argc, char **argv)
 {
     struct bench_param params[] = {
-        {"rounds", 1500, 1},
-        {"batch", 1024, 1},
-        {"seed", 1234567, 1},
+        {"rounds", 1500, 1}, {"batch", 1024, 1}, {"seed", 1234567, 1},
+        {"min", 16, 1},      {"max", 1040, 1},   {"pairs", 1, 1},
     };
     size_t count = sizeof(params) / sizeof(params[0]);
 
     bench_parse_args(argc, argv, params, count);
-    static struct batch_ring ring;
-    ring.rounds = params[0].value;
-    ring.batch_size = (size_t)params[1].value;
-    ring.seed = (uint32_t)params[2].value;
-    if (ring.seed == 0) {
+    uint32_t seed = (uint32_t)params[2].value;
+    uint32_t min = (uint32_t)params[3].value;
+    uint32_t max = (uint32_t)params[4].value;
+    long pairs = params[5].value;
+    if (seed == 0) {
         fprintf(stderr, "%s: seed must not be 0 modulo 2^32\n", argv[0]);
         return 2;
     }
-    for (int i = 0; i < RING_BATCHES; i++)
-        ring.blocks[i] = bench_xcalloc(ring.batch_size, sizeof(*ring.blocks[i]));
-
-    pthread_t producer, consumer;
-    double start = bench_now();
-    if (pthread_create(&consumer, NULL, consume, &ring) != 0 ||
-        pthread_create(&producer, NULL, produce, &ring) != 0) {
-        fprintf(stderr, "%s: pthread_create failed\n", argv[0]);
+    if (max < min) {
+        fprintf(stderr, "%s: max must not be below min\n", argv[0]);
+        return 2;
+    }
+    /* Aligned as the struct asks: the two counters sit on lines of their own. */
+    struct batch_ring *rings =
+        aligned_alloc(_Alignof(struct batch_ring), (size_t)pairs * sizeof(*rings));
+    if (rings == NULL) {
+        fprintf(stderr, "%s: out of memory\n", argv[0]);
         return 1;
     }
-    pthread_join(producer, NULL);
-    pthread_join(consumer, NULL);
+    memset(rings, 0, (size_t)pairs * sizeof(*rings));
+    for (long p = 0; p < pairs; p++) {
+        struct batch_ring *ring = &rings[p];
+        uint32_t pair_seed = seed + 0x9E3779B9u * (uint32_t)p;
+        ring->rounds = params[0].value;
+        ring->batch_size = (size_t)params[1].value;
+        ring->min = min;
+        ring->span = max - min + 1;
+        ring->seed = pair_seed != 0 ? pair_seed : 1;
+        for (int i = 0; i < RING_BATCHES; i++)
+            ring->blocks[i] = bench_xcalloc(ring->batch_size, sizeof(*ring->blocks[i]));
+    }
+
+    double start = bench_now();
+    for (long p = 0; p < pairs; p++) {
+        if (pthread_create(&rings[p].consumer, NULL, consume, &rings[p]) != 0 ||
+            pthread_create(&rings[p].producer, NULL, produce, &rings[p]) != 0) {
+            fprintf(stderr, "%s: pthread_create failed\n", argv[0]);
+            return 1;
+        }
+    }
+    for (long p = 0; p < pairs; p++) {
+        pthread_join(rings[p].producer, NULL);
+        pthread_join(rings[p].consumer, NULL);
+    }
     double seconds = bench_now() - start;
 
-    for (int i = 0; i < RING_BATCHES; i++)
-        free(ring.blocks[i]);
-    bench_report("xthread", (double)ring.rounds * (double)ring.batch_size, seconds, params, count);
+    for (long p = 0; p < pairs; p++)
+        for (int i = 0; i < RING_BATCHES; i++)
+            free(rings[p].blocks[i]);
+    free(rings);
+    double ops = (double)pairs * (double)params[0].value * (double)params[1].value;
+    bench_report("xthread", ops, seconds, params, count);
     return 0;
 }

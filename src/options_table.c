@@ -38,8 +38,9 @@ const struct hak_option hak_option_table[] = {
      "freed Mid/L25 spans kept resident per node (bytes; K, M, G suffixes)",
      "freed Mid/L25 spans kept resident per node (the HotSpanBox budget)", NULL},
     {"HAKMEM_DECAY_MS", HAK_OPT_U64, &hak_options.decay_ms,
-     "how long a freed span stays resident (ms)",
-     "how long, in milliseconds, a freed span stays resident before it goes back to the kernel",
+     "how long a freed span, cached large block or empty SuperSlab stays resident (ms)",
+     "how long, in milliseconds, a freed span, a cached large block or an empty SuperSlab stays "
+     "resident before it goes back to the kernel",
      NULL},
     {"HAKMEM_SMALL_CACHE", HAK_OPT_U32, &hak_options.small_cache,
      "free blocks a thread caches per small class (C0-C7) at first",

@@ -58,6 +58,15 @@ check_line fixed_size 5000 size=100 n=5000
 # Four batch sizes times four block sizes, each pairing 1600 * rounds pairs.
 check_line batch_free 51200 rounds=2
 check_line xthread 30 rounds=3 batch=10
+# Several pairs count the blocks of all of them; min=max fixes the size.
+check_line xthread 120 rounds=3 batch=10 pairs=4 min=64 max=64
+[ "$(field pairs "$line")" = 4 ] && [ "$(field min "$line")" = 64 ] ||
+    fail "xthread: pairs or min not taken: $line"
+# Generations of threads: ops = threads * generations * rounds * slots.
+check_line larson 600 threads=3 generations=4 rounds=5 slots=10
+# Every record created counts: rounds * (records + records / 3) per thread.
+check_line cxx_churn 480 rounds=3 records=120 threads=1
+check_line cxx_churn 960 rounds=3 records=120 threads=2
 check_line mid_large_mt 200 threads=2 cycles=100 ws=16
 check_line realloc_grow 26 rounds=2 max_kb=8192
 check_line fork_churn 20 forks=20 threads=1
@@ -68,6 +77,14 @@ check_line l25 400 threads=1 cycles=400 ws=64
 if [ -n "$line" ] && [ "$(field maxrss_kb "$line")" -lt 8192 ]; then
     fail "l25: peak RSS $(field maxrss_kb "$line") KiB; the blocks are not being written"
 fi
+
+for bad in "xthread min=100 max=99" "larson min=100 max=99" "larson slots=0" \
+    "cxx_churn records=2"; do
+    # shellcheck disable=SC2086 # the words of $bad are the program and its arguments
+    if "$bench/"$bad >/dev/null 2>&1; then
+        fail "$bad: accepted"
+    fi
+done
 
 for bad in "ws=0" "cycles=abc" "colour=3" "1 2 3 4"; do
     # shellcheck disable=SC2086 # the words of $bad are separate arguments

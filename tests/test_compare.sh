@@ -157,6 +157,27 @@ print("PASS: the columns ran with their own settings%s" %
       (" (instructions per operation: %s)" % per_op if counted else ""))
 PYTHON
 
+# The thread-handoff and C++ benchmarks are in the default set and run.
+run_tool --quick --runs 1 --bench larson,xmalloc,cxx_churn --alloc glibc --out "$out/threads"
+python3 - "$out/threads/results.json" <<'PYTHON'
+import json
+import sys
+
+report = json.load(open(sys.argv[1]))
+failures = []
+for name in ("larson", "xmalloc", "cxx_churn"):
+    entries = [e for e in report["results"] if e["benchmark"] == name]
+    if len(entries) != 1 or entries[0]["failures"] or len(entries[0]["runs"]) != 1:
+        failures.append("%s did not complete its run" % name)
+    elif not entries[0]["summary"]["ops_per_s"]["median"] > 0:
+        failures.append("%s reported no ops_per_s" % name)
+for failure in failures:
+    print("FAIL: " + failure)
+if failures:
+    sys.exit(1)
+print("PASS: larson, xmalloc and cxx_churn ran")
+PYTHON
+
 # With nothing left to run the tool must say so and fail, not crash.
 if "$tool" --quick --runs 1 --bench random_mixed --alloc "$missing" >"$out/stdout" \
         2>"$out/stderr"; then

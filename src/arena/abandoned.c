@@ -15,13 +15,17 @@ static void link_slab(struct hak_slab *slab)
     __atomic_store_n(&abandoned.lists[slab->node][slab->cls], slab, __ATOMIC_RELEASE);
 }
 
-void hak_abandoned_push(struct hak_slab *slab)
+void hak_abandoned_push(struct hak_slab *list)
 {
-    slab->state = HAK_STATE_ABANDONED;
-    pthread_mutex_lock(&abandoned.lock);
-    link_slab(slab);
-    pthread_mutex_unlock(&abandoned.lock);
-    hak_stat_add(HAK_STAT_ABANDONED_SLABS, 1);
+    if (!list)
+        return;
+    uint64_t count = 0;
+    for (struct hak_slab *slab = list; slab; slab = slab->next) {
+        slab->state = HAK_STATE_ABANDONED;
+        count++;
+    }
+    hak_abandoned_restore(list);
+    hak_stat_add(HAK_STAT_ABANDONED_SLABS, count);
 }
 
 struct hak_slab *hak_abandoned_pop(unsigned node, unsigned cls)

@@ -7,8 +7,9 @@
 
 #include "../internal.h"
 
-/* slab must already be disowned (hak_slab_disown). */
-void hak_abandoned_push(struct hak_slab *slab);
+/* A list of slabs linked through next, all disowned (hak_slab_disown), in
+ * one locked section: a thread leaves all its slabs at once. */
+void hak_abandoned_push(struct hak_slab *list);
 struct hak_slab *hak_abandoned_pop(unsigned node, unsigned cls);
 /* malloc_trim: takes all of node's abandoned slabs of class cls off their
  * list at once (linked through next); hak_abandoned_restore puts back those

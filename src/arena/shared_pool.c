@@ -1,12 +1,22 @@
 #include "shared_pool.h"
 
+#include "../options.h"
 #include "../os.h"
 #include "superslab.h"
+
+#define MAX_SPARES 4
 
 struct shared_pool {
     pthread_mutex_t lock;
     struct hak_superslab *with_free; /* SuperSlabs that have a free slab */
-    struct hak_superslab *spare;     /* one wholly free SuperSlab kept mapped */
+    /* Wholly free SuperSlabs kept mapped, oldest first, with when each
+     * emptied: threads that come and go (a thread's slabs empty when it
+     * exits, the next one's need new ones) would otherwise map and unmap
+     * them over and over.  One leaves after HAKMEM_DECAY_MS, or when a
+     * newer one needs its place. */
+    struct hak_superslab *spare[MAX_SPARES];
+    uint64_t spare_ms[MAX_SPARES];
+    unsigned spares;
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
 static struct shared_pool pools[HAK_MAX_NODES] = {
@@ -38,9 +48,8 @@ struct hak_slab *hak_shared_pool_take(unsigned node)
     struct shared_pool *pool = &pools[node];
     pthread_mutex_lock(&pool->lock);
     struct hak_superslab *ss = pool->with_free;
-    if (!ss && pool->spare) {
-        ss = pool->spare;
-        pool->spare = NULL;
+    if (!ss && pool->spares) {
+        ss = pool->spare[--pool->spares];
         link_with_free(pool, ss);
     }
     if (!ss) {
@@ -63,11 +72,36 @@ struct hak_slab *hak_shared_pool_take(unsigned node)
     return slab;
 }
 
+/* Under the pool's lock: ss, just emptied, joins the spares; returns how
+ * many of the oldest left them for unmap, too old or out of room. */
+static unsigned keep_spare(struct shared_pool *pool, struct hak_superslab *ss,
+                           struct hak_superslab *unmap[MAX_SPARES])
+{
+    uint64_t now = hak_os_now_ms();
+    unsigned gone = 0;
+    while (gone < pool->spares && now >= pool->spare_ms[gone] + hak_options.decay_ms)
+        gone++;
+    if (gone == 0 && pool->spares == MAX_SPARES)
+        gone = 1;
+    for (unsigned i = 0; i < gone; i++)
+        unmap[i] = pool->spare[i];
+    for (unsigned i = gone; i < pool->spares; i++) {
+        pool->spare[i - gone] = pool->spare[i];
+        pool->spare_ms[i - gone] = pool->spare_ms[i];
+    }
+    pool->spares -= gone;
+    pool->spare[pool->spares] = ss;
+    pool->spare_ms[pool->spares] = now;
+    pool->spares++;
+    return gone;
+}
+
 void hak_shared_pool_give(struct hak_slab *slab)
 {
     struct hak_superslab *ss = hak_superslab_of(slab);
     struct shared_pool *pool = &pools[ss->head.node];
-    struct hak_superslab *unmap = NULL;
+    struct hak_superslab *unmap[MAX_SPARES];
+    unsigned unmaps = 0;
     atomic_store_explicit(&slab->owner, NULL, memory_order_relaxed);
     slab->free_node = HAK_NO_NODE;
     slab->state = HAK_STATE_POOL;
@@ -79,14 +113,11 @@ void hak_shared_pool_give(struct hak_slab *slab)
     ss->used_slabs--;
     if (ss->used_slabs == 0) {
         unlink_with_free(pool, ss);
-        if (pool->spare)
-            unmap = ss;
-        else
-            pool->spare = ss;
+        unmaps = keep_spare(pool, ss, unmap);
     }
     pthread_mutex_unlock(&pool->lock);
-    if (unmap)
-        hak_superslab_destroy(unmap);
+    for (unsigned i = 0; i < unmaps; i++)
+        hak_superslab_destroy(unmap[i]);
 }
 
 /* Under the pool's lock: a slab taken after it could be in use already. */
@@ -108,15 +139,18 @@ static size_t decommit_free_slabs(struct hak_superslab *ss)
 size_t hak_shared_pool_release(unsigned node)
 {
     struct shared_pool *pool = &pools[node];
+    struct hak_superslab *spare[MAX_SPARES];
     pthread_mutex_lock(&pool->lock);
-    struct hak_superslab *spare = pool->spare;
-    pool->spare = NULL;
+    unsigned spares = pool->spares;
+    for (unsigned i = 0; i < spares; i++)
+        spare[i] = pool->spare[i];
+    pool->spares = 0;
     size_t bytes = 0;
     for (struct hak_superslab *ss = pool->with_free; ss; ss = (struct hak_superslab *)ss->head.next)
         bytes += decommit_free_slabs(ss);
     pthread_mutex_unlock(&pool->lock);
-    if (spare) {
-        hak_superslab_destroy(spare);
+    for (unsigned i = 0; i < spares; i++) {
+        hak_superslab_destroy(spare[i]);
         bytes += HAK_SUPERSLAB_SIZE;
     }
     return bytes;

@@ -8,10 +8,10 @@
 /* A free slab of node (its start set, not yet assigned); NULL with errno
  * ENOMEM. */
 struct hak_slab *hak_shared_pool_take(unsigned node);
-/* An empty slab goes back to its SuperSlab; a SuperSlab that empties is
- * unmapped unless it is the node's only spare. */
+/* An empty slab goes back to its SuperSlab; a SuperSlab that empties stays
+ * mapped as one of the node's few spares, for HAKMEM_DECAY_MS at most. */
 void hak_shared_pool_give(struct hak_slab *slab);
-/* malloc_trim: unmaps node's spare SuperSlab and decommits the pages its
+/* malloc_trim: unmaps node's spare SuperSlabs and decommits the pages its
  * free slabs ever handed out; returns the bytes unmapped or decommitted. */
 size_t hak_shared_pool_release(unsigned node);
 

@@ -23,6 +23,19 @@ const uint32_t hak_class_size[HAK_NUM_CLASSES] = {
     Q(15), Q(16), Q(17), Q(18), Q(19), /* L25: 40 KiB ... 1 MiB */
 };
 
+/* UINT64_MAX / size + 1: n is a multiple of the size exactly when
+ * n * magic, modulo 2^64, is below magic, for every 32-bit n (Lemire,
+ * Kaser and Kurz, "Faster remainder by direct computation", 2019). */
+#define MAGIC(size) (UINT64_MAX / (size) + 1)
+#define QMAGIC(e) MAGIC(5u << ((e) - 2)), MAGIC(6u << ((e) - 2)), MAGIC(7u << ((e) - 2)), \
+                  MAGIC(8u << ((e) - 2))
+
+const uint64_t hak_class_divide_magic[HAK_NUM_CLASSES] = {
+    MAGIC(16), MAGIC(32), MAGIC(64), MAGIC(128), MAGIC(256), MAGIC(512), MAGIC(768), MAGIC(1024),
+    QMAGIC(10), QMAGIC(11), QMAGIC(12), QMAGIC(13), QMAGIC(14),
+    QMAGIC(15), QMAGIC(16), QMAGIC(17), QMAGIC(18), QMAGIC(19),
+};
+
 /* Mid slabs hold at least eight blocks; an L25 span is exactly one block. */
 #define MID_SPANS(e) ((e) <= 12 ? 65536u : (e) <= 13 ? 131072u : 262144u)
 #define MID4(e) MID_SPANS(e), MID_SPANS(e), MID_SPANS(e), MID_SPANS(e)

@@ -7,6 +7,8 @@
 /* Small classes by (size + 7) / 8, for sizes up to 1 KiB. */
 extern const uint8_t hak_small_class_of[HAK_SMALL_MAX / 8 + 1];
 extern const uint32_t hak_class_size[HAK_NUM_CLASSES];
+/* For hak_class_divides (size_class.c). */
+extern const uint64_t hak_class_divide_magic[HAK_NUM_CLASSES];
 /* Bytes of the span a Mid or L25 slab of the class occupies. */
 extern const uint32_t hak_class_span_bytes[HAK_NUM_CLASSES];
 
@@ -46,6 +48,14 @@ static inline uint32_t hak_class_align(unsigned cls)
     uint32_t size = hak_class_size[cls];
     uint32_t align = size & -size;
     return align < HAK_PAGE_SIZE ? align : (uint32_t)HAK_PAGE_SIZE;
+}
+
+/* Whether offset is a multiple of the class's block size, without a
+ * division. */
+static inline bool hak_class_divides(unsigned cls, uint32_t offset)
+{
+    uint64_t magic = hak_class_divide_magic[cls];
+    return offset * magic < magic;
 }
 
 /* Printable name: C0..C7, M0..M19, L0..L19. */

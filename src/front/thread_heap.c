@@ -34,6 +34,10 @@ __thread struct hak_thread hak_tls __attribute__((tls_model("initial-exec"))) = 
 
 static pthread_key_t exit_key;
 
+/* Set once the thread's heap has gone at its exit: a free from a later
+ * destructor must not make a heap that nothing would take down. */
+static __thread bool heap_gone __attribute__((tls_model("initial-exec")));
+
 /* Live heaps, and the counters of heaps whose threads have exited. */
 static struct {
     pthread_mutex_t lock;
@@ -174,13 +178,15 @@ static void drain_delayed(struct hak_heap *heap)
     }
 }
 
-/* A block of a slab this heap owns leaves the caches for good. */
-static inline void return_block(struct hak_heap *heap, struct hak_slab *slab, void *block)
+/* Blocks of a slab this heap owns, linked from head to tail, leave the
+ * caches for good. */
+static void return_run(struct hak_heap *heap, struct hak_slab *slab, void *head, void *tail,
+                       uint32_t count)
 {
-    hak_link_set(block, slab->free);
-    slab->free = block;
-    slab->used--;
-    heap->stats[slab->cls].blocks_held--;
+    hak_link_set(tail, slab->free);
+    slab->free = head;
+    slab->used -= count;
+    heap->stats[slab->cls].blocks_held -= count;
     if (slab->state == HAK_STATE_FULL) {
         if (hak_slab_disarm_notify(slab))
             slab->queued = true;
@@ -247,7 +253,7 @@ static void check_block(struct hak_slab *slab, void *block)
     char note[16];
     if (HAK_UNLIKELY(!serves_blocks(slab) || (char *)block >= slab->carve))
         refuse(slab, block);
-    if ((size_t)((char *)block - slab->start) % slab->block_size)
+    if (!hak_class_divides(slab->cls, (uint32_t)((char *)block - slab->start)))
         hak_fatal_note("free of a pointer inside a block:", block, class_note(note, slab->cls));
 }
 
@@ -450,15 +456,15 @@ static struct hak_heap *heap_create(void)
     return heap;
 }
 
-/* The next block of the current slab, moving to another slab when it has
- * none; NULL when the backend has no memory. */
-static void *take_block(struct hak_heap *heap, unsigned cls)
+/* The current slab once it has free blocks, moving to another slab when it
+ * has none; NULL when the backend has no memory. */
+static struct hak_slab *slab_with_free(struct hak_heap *heap, unsigned cls)
 {
     struct hak_slab *slab = heap->cur[cls];
     for (;;) {
         if (slab != &hak_empty_slab) {
             if (slab->free || hak_slab_extend(slab) || collect(heap, slab))
-                break;
+                return slab;
             if (slab->queued) {
                 /* Arming it again would queue it twice. */
                 drain_delayed(heap);
@@ -477,11 +483,45 @@ static void *take_block(struct hak_heap *heap, unsigned cls)
         slab->state = HAK_STATE_CUR;
         heap->cur[cls] = slab;
     }
-    void *block = slab->free;
-    slab->free = hak_link_get(block);
-    slab->used++;
-    heap->stats[cls].blocks_held++;
-    return block;
+}
+
+/* Takes up to want blocks, in the order the slabs hand them out, in front
+ * of the list *head; returns how many.  Runs of the slabs' free lists move
+ * whole: each block is read once for its link, and only a run's last block
+ * is written. */
+static uint32_t take_blocks(struct hak_heap *heap, unsigned cls, uint32_t want, void **head)
+{
+    void *first = NULL;
+    void *last = NULL;
+    uint32_t taken = 0;
+    while (taken < want) {
+        struct hak_slab *slab = slab_with_free(heap, cls);
+        if (!slab)
+            break;
+        uint32_t room = want - taken;
+        void *run = slab->free;
+        void *run_last = run;
+        void *next;
+        uint32_t count = 1;
+        while ((next = hak_link_get(run_last)) && count < room) {
+            run_last = next;
+            count++;
+        }
+        slab->free = next;
+        if (last)
+            hak_link_set(last, run);
+        else
+            first = run;
+        last = run_last;
+        slab->used += count;
+        heap->stats[cls].blocks_held += count;
+        taken += count;
+    }
+    if (last) {
+        hak_link_set(last, *head);
+        *head = first;
+    }
+    return taken;
 }
 
 /* Checked mode: the live block just below block in its slab must have its
@@ -522,13 +562,13 @@ static void *alloc_checked(struct hak_heap *heap, unsigned cls, size_t size)
     if (fit == HAK_NUM_CLASSES)
         return hak_large_alloc(size, HAK_PAGE_SIZE, heap->node, false);
     heap->stats[fit].refills++;
-    void *block = take_block(heap, fit);
-    if (!block) {
+    void *block = NULL;
+    if (!take_blocks(heap, fit, 1, &block)) {
         errno = ENOMEM;
         return NULL;
     }
     heap->count[fit].word += HAK_COUNT_ALLOC;
-    struct hak_slab *slab = heap->cur[fit]; /* take_block's */
+    struct hak_slab *slab = heap->cur[fit]; /* take_blocks' */
     if (quarantine_pages(slab))
         hak_os_unguard((char *)block + HAK_PAGE_SIZE, slab->block_size - HAK_PAGE_SIZE);
     check_below(heap, slab, block);
@@ -564,38 +604,24 @@ void *hak_heap_refill(struct hak_heap *heap, unsigned cls, size_t size)
         grow(heap, cls);
     }
     heap->stats[cls].refills++;
-    void *block = take_block(heap, cls);
-    if (!block) {
-        errno = ENOMEM;
-        return NULL;
-    }
     uint32_t batch = heap->batch[cls];
     /* By the cache's first size: one that grew takes no bigger batches, to
      * touch no more pages than before (issue 8), only flushes less. */
     uint32_t full = full_batch(cache_limit(cls), cls);
     if (batch < full)
         heap->batch[cls] = batch * 2 < full ? batch * 2 : full;
-    /* In the order the slab gives them, ascending in a fresh one, so that
-     * the block after the one returned is the next malloc's: a write past
-     * the end of a block reaches the link the next malloc checks. */
-    void *first = NULL;
-    void *last = NULL;
-    uint32_t taken = 0;
-    for (; taken < batch; taken++) {
-        void *extra = take_block(heap, cls);
-        if (!extra)
-            break;
-        if (last)
-            hak_link_set(last, extra);
-        else
-            first = extra;
-        last = extra;
+    /* The block to hand out and a batch for the cache, which is empty, in
+     * the order the slabs give them, ascending in a fresh one, so that the
+     * block after the one returned is the next malloc's: a write past the
+     * end of a block reaches the link the next malloc checks. */
+    void *block = NULL;
+    uint32_t taken = take_blocks(heap, cls, batch + 1, &block);
+    if (!taken) {
+        errno = ENOMEM;
+        return NULL;
     }
-    if (last) {
-        hak_link_set(last, heap->head[cls]);
-        heap->head[cls] = first;
-    }
-    heap->count[cls].room -= taken;
+    heap->head[cls] = hak_link_get(block);
+    heap->count[cls].room -= taken - 1;
     heap->count[cls].word += HAK_COUNT_ALLOC;
     hak_block_untag(block);
     return block;
@@ -607,36 +633,39 @@ static struct hak_slab *slab_of(void *block)
     return hak_chunk_slab(hak_page_map_lookup(block), block);
 }
 
-/* Blocks of slabs other heaps own go back in chains, one atomic push per
- * run of blocks from the same slab (a consumer thread's frees come in such
- * runs). */
+/* The exact test of check_block for a block of the slab found before:
+ * inside its carved blocks and at a block's start (a multiply by the
+ * class's magic number instead of a division). */
+static inline bool starts_block_of(const struct hak_slab *slab, const void *block)
+{
+    uint32_t offset = (uint32_t)((const char *)block - slab->start);
+    return (const char *)block >= slab->start && (const char *)block < slab->carve &&
+           hak_class_divides(slab->cls, offset);
+}
+
+/* Blocks leave the cache in runs of one slab's blocks, as they lie in the
+ * list (blocks freed together mostly share a slab): one page-map look-up,
+ * one atomic push for another heap's slab, one write per run. */
 static void flush_list(struct hak_heap *heap, void *list)
 {
-    struct hak_slab *chain_slab = NULL;
-    void *chain_head = NULL;
-    void *chain_tail = NULL;
     while (list) {
-        void *next = hak_link_get(list);
         struct hak_slab *slab = slab_of(list);
         check_block(slab, list);
+        void *tail = list;
+        void *next;
+        uint32_t count = 1;
+        while ((next = hak_link_get(tail)) && starts_block_of(slab, next)) {
+            tail = next;
+            count++;
+        }
         if (atomic_load_explicit(&slab->owner, memory_order_relaxed) == heap) {
-            return_block(heap, slab, list);
+            return_run(heap, slab, list, tail, count);
         } else {
-            if (slab != chain_slab) {
-                if (chain_slab)
-                    hak_slab_remote_free_chain(chain_slab, chain_head, chain_tail);
-                chain_slab = slab;
-                chain_head = NULL;
-                chain_tail = list;
-            }
-            hak_link_set(list, chain_head);
-            chain_head = list;
-            heap->stats[slab->cls].remote_frees++;
+            hak_slab_remote_free_chain(slab, list, tail);
+            heap->stats[slab->cls].remote_frees += count;
         }
         list = next;
     }
-    if (chain_slab)
-        hak_slab_remote_free_chain(chain_slab, chain_head, chain_tail);
 }
 
 void hak_heap_flush(struct hak_heap *heap, unsigned cls)
@@ -680,6 +709,17 @@ void hak_heap_free_other(struct hak_slab *slab, void *block)
         hak_node_block_free(slab, block);
         return;
     }
+    /* A thread that only frees (the consumer of blocks another thread
+     * allocates) gets a heap too: its frees then go through the cache and
+     * home in chains, one atomic push per run of one slab's blocks, not one
+     * each. */
+    if (hak_tls.heap == &hak_empty_heap && !heap_gone && serves_blocks(slab) && heap_create()) {
+        if (hak_harden.level)
+            hak_heap_free(slab, block);
+        else
+            hak_heap_free_plain(slab, block);
+        return;
+    }
     check_block(slab, block);
     if (hak_harden.level) { /* level 0 neither tags nor checks tags */
         if (hak_block_tagged_free(block))
@@ -695,7 +735,7 @@ static void give_back(struct hak_heap *heap, struct hak_slab *slab, void *block)
 {
     hak_memcheck_defined(block, 2 * sizeof(void *));
     if (atomic_load_explicit(&slab->owner, memory_order_relaxed) == heap)
-        return_block(heap, slab, block);
+        return_run(heap, slab, block, block, 1);
     else
         send_home(heap, slab, block);
 }
@@ -835,13 +875,16 @@ void hak_heap_trim(void)
 
 /* ---- thread exit ---- */
 
-static void leave_slab(struct hak_heap *heap, struct hak_slab *slab)
+/* Empty slabs go back to their backend, the others onto *abandon. */
+static void leave_slab(struct hak_heap *heap, struct hak_slab *slab, struct hak_slab **abandon)
 {
     collect(heap, slab);
-    if (slab->used == 0)
+    if (slab->used == 0) {
         release_to_backend(slab);
-    else
-        hak_abandoned_push(slab);
+    } else {
+        slab->next = *abandon;
+        *abandon = slab;
+    }
 }
 
 /* Empties the caches and gives up every slab: empty ones go back to their
@@ -862,16 +905,18 @@ static void leave_all_slabs(struct hak_heap *heap)
     for (struct hak_slab *slab = atomic_exchange(&heap->delayed, NULL); slab;
          slab = slab->delayed_next)
         slab->queued = false;
+    struct hak_slab *abandon = NULL;
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         if (heap->cur[cls] != &hak_empty_slab)
-            leave_slab(heap, heap->cur[cls]);
+            leave_slab(heap, heap->cur[cls], &abandon);
         heap->cur[cls] = &hak_empty_slab;
         struct hak_slab *slab;
         while ((slab = list_pop(&heap->partial[cls])))
-            leave_slab(heap, slab);
+            leave_slab(heap, slab, &abandon);
         while ((slab = list_pop(&heap->full[cls])))
-            leave_slab(heap, slab);
+            leave_slab(heap, slab, &abandon);
     }
+    hak_abandoned_push(abandon);
 }
 
 /* The thread runs on another node now: from here on it gets memory there. */
@@ -905,6 +950,7 @@ void hak_heap_thread_exit(void *arg)
     leave_all_slabs(heap);
     hak_tls.heap = &hak_empty_heap;
     hak_tls.node = HAK_HEAPLESS_NODE;
+    heap_gone = true;
     pthread_mutex_lock(&registry.lock);
     atomic_fetch_sub_explicit(&registry.count, 1, memory_order_relaxed);
     if (heap->prev_live)

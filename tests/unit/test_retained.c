@@ -2,7 +2,8 @@
  * cache unmaps every mapping it keeps, and counts them while it keeps them;
  * the shared pool decommits the pages its free slabs used (they read as
  * zeros, and count as fresh again), leaves slabs in use alone, and has
- * nothing more to give a second time.  The large-block gauges that mallinfo
+ * nothing more to give a second time; SuperSlabs that empty stay mapped, a
+ * few of them, for the next slabs.  The large-block gauges that mallinfo
  * reads follow blocks out and back. */
 #include <string.h>
 
@@ -109,11 +110,64 @@ static void test_shared_pool(void)
         hak_shared_pool_give(other);
 }
 
+#define SPARES_KEPT 4
+#define SLABS_PER_SS (HAK_SLABS_PER_SUPERSLAB - HAK_SUPERSLAB_HEADER_SLABS)
+
+/* The SuperSlabs the last cycle used, read while they were mapped. */
+static const void *chunks[SPARES_KEPT + 2];
+static unsigned chunk_count;
+
+/* Takes count SuperSlabs' worth of slabs and gives them all back. */
+static void cycle_superslabs(unsigned count)
+{
+    static struct hak_slab *slabs[(SPARES_KEPT + 2) * SLABS_PER_SS];
+    chunk_count = 0;
+    for (unsigned i = 0; i < count * SLABS_PER_SS; i++) {
+        slabs[i] = take_slab();
+        unsigned c = 0;
+        while (c < chunk_count && chunks[c] != slabs[i]->chunk)
+            c++;
+        if (c == chunk_count && chunk_count < count)
+            chunks[chunk_count++] = slabs[i]->chunk;
+    }
+    for (unsigned i = 0; i < count * SLABS_PER_SS; i++)
+        hak_shared_pool_give(slabs[i]);
+}
+
+static unsigned mapped_chunks(void)
+{
+    unsigned mapped = 0;
+    for (unsigned c = 0; c < chunk_count; c++)
+        mapped += hak_page_map_lookup(chunks[c]) != NULL;
+    return mapped;
+}
+
+static void test_spare_superslabs(void)
+{
+    hak_shared_pool_release(0);
+    cycle_superslabs(3);
+    CHECK(chunk_count == 3 && mapped_chunks() == 3, "%u of %u emptied SuperSlabs stay mapped",
+          mapped_chunks(), chunk_count);
+    uint64_t created = counter(HAK_STAT_SUPERSLABS);
+    cycle_superslabs(3);
+    CHECK(counter(HAK_STAT_SUPERSLABS) == created,
+          "%llu SuperSlabs mapped anew for slabs the spares had",
+          (unsigned long long)(counter(HAK_STAT_SUPERSLABS) - created));
+    cycle_superslabs(SPARES_KEPT + 2);
+    CHECK(chunk_count == SPARES_KEPT + 2 && mapped_chunks() == SPARES_KEPT,
+          "%u of %u emptied SuperSlabs stay mapped, not %u", mapped_chunks(), chunk_count,
+          SPARES_KEPT);
+    CHECK(hak_shared_pool_release(0) >= SPARES_KEPT * HAK_SUPERSLAB_SIZE,
+          "malloc_trim's release did not unmap the spares");
+    CHECK(mapped_chunks() == 0, "spares still mapped after the release");
+}
+
 int main(void)
 {
     unit_watchdog();
     setvbuf(stdout, NULL, _IONBF, 0);
     test_large_cache();
     test_shared_pool();
+    test_spare_superslabs();
     return test_result("test_retained");
 }
