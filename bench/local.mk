@@ -5,7 +5,7 @@
 # installed hakmem-compare finds them.  -fno-builtin-* keeps the compiler
 # from eliding or merging malloc/free pairs.
 BENCHMARKS = bench/random_mixed bench/fixed_size bench/xthread bench/mid_large_mt \
-	bench/l25 bench/realloc_grow bench/rusage_run bench/startup_threads
+	bench/l25 bench/realloc_grow bench/large_blocks bench/rusage_run bench/startup_threads
 pkglibexec_PROGRAMS = $(BENCHMARKS)
 
 BENCH_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS) -O2 -fno-builtin-malloc -fno-builtin-free \
@@ -27,6 +27,8 @@ bench_l25_CFLAGS = $(BENCH_CFLAGS)
 bench_l25_LDADD = $(BENCH_LIBS)
 bench_realloc_grow_SOURCES = bench/realloc_grow.c bench/bench_util.h
 bench_realloc_grow_CFLAGS = $(BENCH_CFLAGS)
+bench_large_blocks_SOURCES = bench/large_blocks.c bench/bench_util.h
+bench_large_blocks_CFLAGS = $(BENCH_CFLAGS)
 bench_rusage_run_SOURCES = bench/rusage_run.c
 bench_startup_threads_SOURCES = bench/startup_threads.c
 bench_startup_threads_CFLAGS = $(BENCH_CFLAGS)

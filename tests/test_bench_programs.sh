@@ -59,6 +59,15 @@ check_line xthread 30 rounds=3 batch=10
 check_line mid_large_mt 200 threads=2 cycles=100 ws=16
 check_line realloc_grow 26 rounds=2 max_kb=8192
 
+# Four live buffers of 2-3 MiB, every page written: well over 8 MiB resident.
+check_line large_blocks 5 steps=5 live=4 min_mb=2 max_mb=3
+if [ -n "$line" ] && [ "$(field maxrss_kb "$line")" -lt 8192 ]; then
+    fail "large_blocks: peak RSS $(field maxrss_kb "$line") KiB; the buffers are not being written"
+fi
+if "$bench/large_blocks" min_mb=4 max_mb=3 >/dev/null 2>&1; then
+    fail "large_blocks: accepted max_mb below min_mb"
+fi
+
 # Every page of every block is written, so a thread holding about half of 64
 # blocks averaging 544 KiB must have well over 8 MiB resident at its peak.
 check_line l25 400 threads=1 cycles=400 ws=64
