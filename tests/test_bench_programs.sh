@@ -57,6 +57,8 @@ check_line fixed_size 5000 size=100 n=5000
 [ "$(field size "$line")" = 100 ] || fail "fixed_size: size not taken: $line"
 check_line xthread 30 rounds=3 batch=10
 check_line mid_large_mt 200 threads=2 cycles=100 ws=16
+check_line mid_large_mt 200 threads=2 cycles=100 ws=16 touch=64
+[ "$(field touch "$line")" = 64 ] || fail "mid_large_mt: touch not taken: $line"
 check_line realloc_grow 26 rounds=2 max_kb=8192
 
 # Four live buffers of 2-3 MiB, every page written: well over 8 MiB resident.
