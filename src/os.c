@@ -50,6 +50,21 @@ void hak_os_advise_huge(void *addr, size_t size)
     madvise(addr, size, MADV_HUGEPAGE);
 }
 
+size_t hak_os_resident_pages(void *addr, size_t size)
+{
+    unsigned char vec[1024];
+    size_t pages = size / 4096, resident = 0;
+    for (size_t done = 0; done < pages;) {
+        size_t batch = pages - done < sizeof(vec) ? pages - done : sizeof(vec);
+        if (mincore((char *)addr + done * 4096, batch * 4096, vec))
+            return 0;
+        for (size_t i = 0; i < batch; i++)
+            resident += vec[i] & 1;
+        done += batch;
+    }
+    return resident;
+}
+
 void hak_os_decommit(void *addr, size_t size)
 {
     madvise(addr, size, MADV_DONTNEED);
