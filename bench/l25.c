@@ -12,10 +12,7 @@ static size_t l25_size(uint32_t draw)
 int main(int argc, char **argv)
 {
     struct bench_param params[] = {
-        {"threads", 4, 1},
-        {"cycles", 2000, 1},
-        {"ws", 64, 1},
-        {"seed", 42, 1},
+        {"threads", 4, 1}, {"cycles", 2000, 1}, {"ws", 64, 1}, {"seed", 42, 1}, {"touch", 0, 0},
     };
 
     return slot_threads_main("l25", argc, argv, l25_size, params,

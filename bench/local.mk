@@ -5,8 +5,8 @@
 # installed hakmem-compare finds them.  -fno-builtin-* keeps the compiler
 # from eliding or merging malloc/free pairs.
 BENCHMARKS = bench/random_mixed bench/fixed_size bench/xthread bench/mid_large_mt \
-	bench/l25 bench/realloc_grow bench/rusage_run bench/startup_threads bench/batch_free \
-	bench/fork_churn bench/larson bench/cxx_churn
+	bench/l25 bench/realloc_grow bench/large_blocks bench/rusage_run bench/startup_threads \
+	bench/batch_free bench/fork_churn bench/larson bench/cxx_churn
 pkglibexec_PROGRAMS = $(BENCHMARKS)
 
 BENCH_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS) -O2 -fno-builtin-malloc -fno-builtin-free \
@@ -40,6 +40,8 @@ bench_larson_LDADD = $(BENCH_LIBS)
 bench_cxx_churn_SOURCES = bench/cxx_churn.cc bench/bench_util.h
 bench_cxx_churn_CXXFLAGS = $(AM_CXXFLAGS) $(PTHREAD_CFLAGS) -O2
 bench_cxx_churn_LDADD = $(BENCH_LIBS)
+bench_large_blocks_SOURCES = bench/large_blocks.c bench/bench_util.h
+bench_large_blocks_CFLAGS = $(BENCH_CFLAGS)
 bench_rusage_run_SOURCES = bench/rusage_run.c
 bench_startup_threads_SOURCES = bench/startup_threads.c
 bench_startup_threads_CFLAGS = $(BENCH_CFLAGS)

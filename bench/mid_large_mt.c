@@ -10,10 +10,7 @@ static size_t mid_size(uint32_t draw)
 int main(int argc, char **argv)
 {
     struct bench_param params[] = {
-        {"threads", 4, 1},
-        {"cycles", 40000, 1},
-        {"ws", 2048, 1},
-        {"seed", 42, 1},
+        {"threads", 4, 1}, {"cycles", 40000, 1}, {"ws", 2048, 1}, {"seed", 42, 1}, {"touch", 0, 0},
     };
 
     return slot_threads_main("mid_large_mt", argc, argv, mid_size, params,

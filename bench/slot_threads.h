@@ -5,7 +5,8 @@
  * r % ws and frees it if occupied; otherwise a second draw picks the size and
  * the new block is written: one byte in every 4 KiB page plus the last byte,
  * as a program filling it would fault in every page without the benchmark
- * turning into a memset test.  Each thread drains its slots at the end,
+ * turning into a memset test; or, with touch=N, only its first N bytes, as a
+ * program using a header of a buffer it sized generously.  Each thread drains its slots at the end,
  * inside the timed region.  ops = threads * cycles.
  */
 #ifndef HAKMEM_BENCH_SLOT_THREADS_H
@@ -24,6 +25,7 @@ struct slot_thread {
     long cycles;
     uint32_t ws;
     uint32_t seed;
+    size_t touch; /* 0: every page */
 };
 
 static void *slot_thread_run(void *arg)
@@ -43,7 +45,10 @@ static void *slot_thread_run(void *arg)
             uint32_t draw = bench_xorshift32(&state);
             size_t size = self->pick_size(draw);
             slots[k] = bench_xmalloc(size);
-            bench_touch_pages(slots[k], size, (unsigned char)draw);
+            if (self->touch)
+                memset(slots[k], (unsigned char)draw, self->touch < size ? self->touch : size);
+            else
+                bench_touch_pages(slots[k], size, (unsigned char)draw);
         }
     }
     for (uint32_t k = 0; k < self->ws; k++)
@@ -60,6 +65,7 @@ static int slot_threads_main(const char *name, int argc, char **argv, slot_size_
     long cycles = params[1].value;
     uint32_t ws = (uint32_t)params[2].value;
     uint32_t seed = (uint32_t)params[3].value;
+    size_t touch = (size_t)params[4].value;
 
     struct slot_thread *workers = bench_xcalloc((size_t)threads, sizeof(*workers));
     pthread_barrier_t start_line;
@@ -73,6 +79,7 @@ static int slot_threads_main(const char *name, int argc, char **argv, slot_size_
             .cycles = cycles,
             .ws = ws,
             .seed = thread_seed != 0 ? thread_seed : 1,
+            .touch = touch,
         };
         if (pthread_create(&workers[t].thread, NULL, slot_thread_run, &workers[t]) != 0) {
             fprintf(stderr, "%s: pthread_create failed\n", name);

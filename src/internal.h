@@ -215,6 +215,7 @@ struct hak_large {
     uint64_t freed_ms;
     size_t touched_pages; /* of the block ever handed out (page telemetry) */
     bool cached;          /* freed, kept mapped for reuse */
+    bool reusable;        /* node-bound, head page only: may be cached */
 };
 
 /* Per-class telemetry, written by the owning thread only. */

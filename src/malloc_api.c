@@ -25,6 +25,9 @@ static void *fail_nomem(void)
     return NULL;
 }
 
+/* Where realloc moves a growing block to a large mapping. */
+#define REALLOC_LARGE_FROM (HAK_L25_MAX / 4)
+
 static HAK_NOINLINE void *alloc_large(size_t size, size_t align, bool zeroed)
 {
     if (size > PTRDIFF_MAX)
@@ -139,8 +142,9 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
         refuse_foreign("realloc of a pointer hakmem never handed out:", ptr);
     if (chunk->kind == HAK_CHUNK_LARGE && size > HAK_L25_MAX) {
         struct hak_large *large = (struct hak_large *)chunk;
-        if (ptr == hak_large_block(large) && hak_large_resize(large, size))
-            return ptr;
+        void *resized = ptr == hak_large_block(large) ? hak_large_resize(large, size) : NULL;
+        if (resized)
+            return resized;
     }
     /* In checked mode a block knows the size it was asked with, as its
      * canary and memcheck do: resized in place, it tells them the new one. */
@@ -150,7 +154,10 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
     size_t old = usable_size(chunk, ptr);
     if (size <= old && size > old / 2 && !hak_harden.checked)
         return ptr;
-    void *fresh = alloc(size);
+    /* A block that keeps growing becomes a large one early, from which on
+     * it grows without being copied (hak_large_resize). */
+    void *fresh = size > old && size > REALLOC_LARGE_FROM ? alloc_large(size, HAK_PAGE_SIZE, false)
+                                                          : alloc(size);
     if (!fresh)
         return NULL;
     memcpy(fresh, ptr, size < old ? size : old);

@@ -50,6 +50,21 @@ void hak_os_advise_huge(void *addr, size_t size)
     madvise(addr, size, MADV_HUGEPAGE);
 }
 
+size_t hak_os_resident_pages(void *addr, size_t size)
+{
+    unsigned char vec[1024];
+    size_t pages = size / 4096, resident = 0;
+    for (size_t done = 0; done < pages;) {
+        size_t batch = pages - done < sizeof(vec) ? pages - done : sizeof(vec);
+        if (mincore((char *)addr + done * 4096, batch * 4096, vec))
+            return 0;
+        for (size_t i = 0; i < batch; i++)
+            resident += vec[i] & 1;
+        done += batch;
+    }
+    return resident;
+}
+
 void hak_os_decommit(void *addr, size_t size)
 {
     madvise(addr, size, MADV_DONTNEED);
@@ -116,18 +131,28 @@ size_t hak_os_read_file(const char *path, char *buf, size_t size)
     return len;
 }
 
-bool hak_os_grow_in_place(void *addr, size_t old_size, size_t new_size)
+bool hak_os_map_at(void *addr, size_t size)
 {
-    if (mremap(addr, old_size, new_size, 0) == MAP_FAILED)
+    /* Kernels before 4.17 take the flag for a hint: a mapping elsewhere is
+     * a refusal too. */
+    void *got = mmap(addr, size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (got == MAP_FAILED)
         return false;
-    hak_stat_add(HAK_STAT_MAPPED_BYTES, new_size - old_size);
+    if (got != addr) {
+        munmap(got, size);
+        return false;
+    }
+    hak_stat_add(HAK_STAT_MAPPED_BYTES, size);
     return true;
 }
 
-void hak_os_shrink_in_place(void *addr, size_t old_size, size_t new_size)
+bool hak_os_move(void *src, size_t size, void *dst)
 {
-    mremap(addr, old_size, new_size, 0);
-    hak_stat_add(HAK_STAT_UNMAPPED_BYTES, old_size - new_size);
+    if (mremap(src, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == MAP_FAILED)
+        return false;
+    hak_stat_add(HAK_STAT_UNMAPPED_BYTES, size);
+    return true;
 }
 
 void hak_os_mbind_move(void *addr, size_t size, enum hak_os_mpol mode, const unsigned long *mask)

@@ -12,6 +12,8 @@ void *hak_os_map_aligned(size_t size, size_t align);
 void hak_os_unmap(void *addr, size_t size);
 /* Asks for transparent huge pages over the range (before first touch). */
 void hak_os_advise_huge(void *addr, size_t size);
+/* How many pages of the range are resident; 0 where it is not mapped. */
+size_t hak_os_resident_pages(void *addr, size_t size);
 /* Gives the pages back; the range stays mapped and reads as zeros. */
 void hak_os_decommit(void *addr, size_t size);
 /* Guard pages (HAKMEM_HARDEN=2): any access to the range faults, until
@@ -38,10 +40,14 @@ bool hak_os_allowed_memory_nodes(unsigned long mask[HAK_OS_NODEMASK_WORDS]);
 /* Up to size bytes of a file (a sysfs or procfs one); 0 when it cannot be
  * read. */
 size_t hak_os_read_file(const char *path, char *buf, size_t size);
-/* Extends a mapping where the address space after it is free; false when
- * it is not. */
-bool hak_os_grow_in_place(void *addr, size_t old_size, size_t new_size);
-void hak_os_shrink_in_place(void *addr, size_t old_size, size_t new_size);
+/* Maps [addr, addr + size) where that address space is free (to extend a
+ * mapping in place); false when some of it is taken. */
+bool hak_os_map_at(void *addr, size_t size);
+/* Moves the pages of [src, src + size) over dst, a mapping of ours which
+ * they replace, without copying or faulting them in again; src is then
+ * unmapped.  False, and nothing changed, when the kernel cannot (before
+ * Linux 6.17, a range over more than one kernel mapping). */
+bool hak_os_move(void *src, size_t size, void *dst);
 /* Which file a descriptor leads to, to tell whether it still does. */
 struct hak_os_file_id {
     uint64_t dev, ino;

@@ -68,8 +68,19 @@ check_line larson 600 threads=3 generations=4 rounds=5 slots=10
 check_line cxx_churn 480 rounds=3 records=120 threads=1
 check_line cxx_churn 960 rounds=3 records=120 threads=2
 check_line mid_large_mt 200 threads=2 cycles=100 ws=16
+check_line mid_large_mt 200 threads=2 cycles=100 ws=16 touch=64
+[ "$(field touch "$line")" = 64 ] || fail "mid_large_mt: touch not taken: $line"
 check_line realloc_grow 26 rounds=2 max_kb=8192
 check_line fork_churn 20 forks=20 threads=1
+
+# Four live buffers of 2-3 MiB, every page written: well over 8 MiB resident.
+check_line large_blocks 5 steps=5 live=4 min_mb=2 max_mb=3
+if [ -n "$line" ] && [ "$(field maxrss_kb "$line")" -lt 8192 ]; then
+    fail "large_blocks: peak RSS $(field maxrss_kb "$line") KiB; the buffers are not being written"
+fi
+if "$bench/large_blocks" min_mb=4 max_mb=3 >/dev/null 2>&1; then
+    fail "large_blocks: accepted max_mb below min_mb"
+fi
 
 # Every page of every block is written, so a thread holding about half of 64
 # blocks averaging 544 KiB must have well over 8 MiB resident at its peak.

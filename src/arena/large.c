@@ -13,12 +13,26 @@
 #include "../stats.h"
 #include "page_map.h"
 
-#define CACHE_SLOTS 8
+#define CACHE_SLOTS 32
+/* However big the program's large blocks, a node keeps at most this much of
+ * them mapped for reuse. */
+#define CACHE_CAP ((size_t)1 << 30)
 
+/* A node's freed large mappings, still mapped and mostly resident.  Its
+ * budget follows the program: a quarter of the recent peak of the node's
+ * live large bytes (at least half the HotSpanBox's budget, at most
+ * CACHE_CAP), so that a program cycling through big buffers finds their
+ * pages again instead of faulting them in, as glibc's raised mmap threshold
+ * and tcmalloc's span cache let it; the peak halves every decay period the
+ * program does not reach it again, and a mapping unused for that long is
+ * unmapped. */
 struct large_cache {
     pthread_mutex_t lock;
     size_t bytes;
     unsigned count;
+    uint64_t peak_ms;                     /* when peak last decayed */
+    size_t live;                          /* atomic: bytes mapped by the node's live blocks */
+    size_t peak;                          /* atomic: their recent peak */
     struct hak_large *slots[CACHE_SLOTS]; /* oldest first */
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
@@ -29,6 +43,11 @@ static struct large_cache caches[HAK_MAX_NODES] = {
 static size_t round_to_page(size_t size)
 {
     return (size + HAK_PAGE_SIZE - 1) & ~(HAK_PAGE_SIZE - 1);
+}
+
+static size_t round_to_chunk(size_t size)
+{
+    return (size + HAK_CHUNK_SIZE - 1) & ~(HAK_CHUNK_SIZE - 1);
 }
 
 /* The block's pages up to size are handed out: those beyond what it ever
@@ -43,12 +62,49 @@ static void count_pages(struct hak_large *large, size_t size, bool in_place)
     hak_stat_pages_out(HAK_PAGES_LARGE, pages - reused, in_place ? 0 : reused);
 }
 
+static bool fully_touched(const struct hak_large *large)
+{
+    return large->touched_pages * HAK_PAGE_SIZE >= large->usable;
+}
+
+static void set_size(struct hak_large *large, size_t map_size)
+{
+    large->head.map_size = map_size;
+    large->usable = map_size - large->offset;
+    if (large->touched_pages > large->usable / HAK_PAGE_SIZE)
+        large->touched_pages = large->usable / HAK_PAGE_SIZE;
+}
+
 static void unmap(struct hak_large *large)
 {
     size_t total = large->head.map_size;
     hak_stat_node_map(large->head.node, -(int64_t)total);
     hak_page_map_clear(large, total);
     hak_os_unmap(large, total);
+}
+
+/* sign: 1 as the block is handed out, -1 as it is freed. */
+static void count_live(const struct hak_large *large, int64_t sign)
+{
+    hak_stat_gauge(HAK_STAT_LARGE_LIVE, sign);
+    hak_stat_gauge(HAK_STAT_LARGE_LIVE_MAPPED, sign * (int64_t)large->head.map_size);
+    hak_stat_gauge(HAK_STAT_LARGE_LIVE_USABLE, sign * (int64_t)large->usable);
+    struct large_cache *cache = &caches[large->head.node];
+    size_t live = __atomic_add_fetch(&cache->live, (size_t)(sign * (int64_t)large->head.map_size),
+                                     __ATOMIC_RELAXED);
+    if (sign > 0 && live > __atomic_load_n(&cache->peak, __ATOMIC_RELAXED))
+        __atomic_store_n(&cache->peak, live, __ATOMIC_RELAXED);
+}
+
+static size_t budget(const struct large_cache *cache)
+{
+    size_t floor = hak_options_hot_bytes() / 2;
+    if (!floor)
+        return 0;
+    size_t adaptive = __atomic_load_n(&cache->peak, __ATOMIC_RELAXED) / 4;
+    if (adaptive > CACHE_CAP)
+        adaptive = CACHE_CAP;
+    return adaptive > floor ? adaptive : floor;
 }
 
 static void remove_slot(struct large_cache *cache, unsigned i)
@@ -59,34 +115,260 @@ static void remove_slot(struct large_cache *cache, unsigned i)
         cache->slots[i] = cache->slots[i + 1];
 }
 
-/* A cached mapping that fits size without wasting more than a quarter. */
-static struct hak_large *reuse(unsigned node, size_t size)
+/* In age order; the caller has made room. */
+static void insert(struct large_cache *cache, struct hak_large *large)
+{
+    unsigned i = cache->count;
+    for (; i > 0 && cache->slots[i - 1]->freed_ms > large->freed_ms; i--)
+        cache->slots[i] = cache->slots[i - 1];
+    cache->slots[i] = large;
+    cache->count++;
+    cache->bytes += large->head.map_size;
+}
+
+/* The cached mapping that starts at addr, or -1. */
+static int find_at(const struct large_cache *cache, const void *addr)
+{
+    for (unsigned i = 0; i < cache->count; i++)
+        if (cache->slots[i] == addr)
+            return (int)i;
+    return -1;
+}
+
+/* Cuts large at cut bytes from its start, a multiple of 2 MiB: the rest
+ * becomes a mapping of its own, its head on its first page, which the
+ * caller keeps.  NULL where that cannot be. */
+static struct hak_large *split_tail(struct hak_large *large, size_t cut)
+{
+    struct hak_large *tail = (struct hak_large *)((char *)large + cut);
+    size_t touched_end = large->offset + large->touched_pages * HAK_PAGE_SIZE;
+    if (!hak_page_map_set(tail, large->head.map_size - cut, &tail->head))
+        return NULL; /* cannot happen: the units' tables exist */
+    *tail = (struct hak_large){
+        .head = large->head,
+        .offset = HAK_PAGE_SIZE,
+        .freed_ms = large->freed_ms,
+        .touched_pages =
+            touched_end > cut + HAK_PAGE_SIZE ? (touched_end - cut) / HAK_PAGE_SIZE - 1 : 0,
+        .cached = large->cached,
+        .reusable = true,
+    };
+    set_size(tail, large->head.map_size - cut);
+    set_size(large, cut);
+    return tail;
+}
+
+/* large takes over next, which starts where it ends; its pages count as
+ * handed out before only where large's all were. */
+static void merge(struct hak_large *large, struct hak_large *next)
+{
+    size_t next_size = next->head.map_size;
+    size_t next_touched = next->touched_pages + 1;
+    bool prefix = fully_touched(large);
+    hak_page_map_set(next, next_size, &large->head); /* the units' tables exist */
+    set_size(large, large->head.map_size + next_size);
+    if (prefix)
+        large->touched_pages += next_touched;
+}
+
+/* Unlinks the oldest mappings while the cache is over its budget, full, or
+ * they are older than the decay time; the caller unmaps them unlocked. */
+static unsigned trim(struct large_cache *cache, uint64_t now, unsigned room,
+                     struct hak_large **evicted)
+{
+    if (now >= cache->peak_ms + hak_options.decay_ms) {
+        size_t live = __atomic_load_n(&cache->live, __ATOMIC_RELAXED);
+        size_t half = __atomic_load_n(&cache->peak, __ATOMIC_RELAXED) / 2;
+        __atomic_store_n(&cache->peak, live > half ? live : half, __ATOMIC_RELAXED);
+        cache->peak_ms = now;
+    }
+    size_t limit = budget(cache);
+    unsigned evictions = 0;
+    while (cache->count && (cache->bytes > limit || cache->count > CACHE_SLOTS - room ||
+                            now >= cache->slots[0]->freed_ms + hak_options.decay_ms)) {
+        evicted[evictions++] = cache->slots[0];
+        remove_slot(cache, 0);
+    }
+    return evictions;
+}
+
+static void unmap_all(struct hak_large **evicted, unsigned count)
+{
+    for (unsigned i = 0; i < count; i++)
+        unmap(evicted[i]);
+}
+
+/* Takes the cached mappings right after large into it while it is short of
+ * total bytes, leaving whole 2 MiB units it does not need behind. */
+static void absorb_neighbours(struct hak_large *large, size_t total)
+{
+    struct large_cache *cache = &caches[large->head.node];
+    if (!__atomic_load_n(&cache->count, __ATOMIC_RELAXED))
+        return;
+    pthread_mutex_lock(&cache->lock);
+    while (large->head.map_size < total) {
+        int i = find_at(cache, (char *)large + large->head.map_size);
+        if (i < 0)
+            break;
+        struct hak_large *next = cache->slots[i];
+        remove_slot(cache, (unsigned)i);
+        size_t need = round_to_chunk(total) - large->head.map_size;
+        if (next->head.map_size >= need + HAK_CHUNK_SIZE) {
+            struct hak_large *rest = split_tail(next, need);
+            if (rest)
+                insert(cache, rest);
+        }
+        merge(large, next);
+    }
+    pthread_mutex_unlock(&cache->lock);
+}
+
+/* Moves the pages of cached mappings into [from, to) of large, biggest
+ * first, so that the program finds them resident instead of faulting in
+ * fresh ones. */
+static void fill(struct hak_large *large, size_t from, size_t to)
+{
+    unsigned node = large->head.node;
+    struct large_cache *cache = &caches[node];
+    size_t filled = from;
+    while (filled < to && __atomic_load_n(&cache->count, __ATOMIC_RELAXED)) {
+        struct hak_large *piece = NULL;
+        int found = -1;
+        pthread_mutex_lock(&cache->lock);
+        for (unsigned i = 0; i < cache->count; i++) {
+            size_t size = cache->slots[i]->head.map_size;
+            if (size <= to - filled && (!piece || size > piece->head.map_size)) {
+                piece = cache->slots[i];
+                found = (int)i;
+            }
+        }
+        if (piece)
+            remove_slot(cache, (unsigned)found);
+        pthread_mutex_unlock(&cache->lock);
+        if (!piece)
+            break;
+        size_t size = piece->head.map_size;
+        hak_page_map_clear(piece, size);
+        if (!hak_os_move(piece, size, (char *)large + filled)) {
+            hak_page_map_set(piece, size, &piece->head); /* the units' tables exist */
+            pthread_mutex_lock(&cache->lock);
+            insert(cache, piece);
+            pthread_mutex_unlock(&cache->lock);
+            break;
+        }
+        hak_stat_node_map(node, -(int64_t)size);
+        filled += size;
+    }
+    size_t touched = (filled - large->offset) / HAK_PAGE_SIZE;
+    if (filled > from && fully_touched(large) && touched > large->touched_pages)
+        large->touched_pages = touched;
+}
+
+/* large, a mapping of the caller's (cached or live), grown to total bytes:
+ * with the cached mappings after it, in place where the address space after
+ * it is free, else moved whole to a new mapping (its pages, not copies of
+ * them); what is new is filled with cached pages where the kernel can move
+ * them.  NULL, with large as big as it could be made in place, when it
+ * cannot be moved. */
+static struct hak_large *extend(struct hak_large *large, size_t total)
+{
+    unsigned node = large->head.node;
+    absorb_neighbours(large, total);
+    size_t old = large->head.map_size;
+    if (old >= total)
+        return large;
+    if (hak_os_map_at((char *)large + old, total - old)) {
+        hak_numa_bind((char *)large + old, total - old, node);
+        if (!hak_page_map_set(large, total, &large->head)) {
+            hak_os_unmap((char *)large + old, total - old);
+            return NULL;
+        }
+    } else {
+        struct hak_large *moved = hak_os_map_aligned(total, HAK_CHUNK_SIZE);
+        if (!moved)
+            return NULL;
+        hak_numa_bind(moved, total, node);
+        if (!hak_page_map_set(moved, total, &moved->head)) {
+            hak_os_unmap(moved, total);
+            return NULL;
+        }
+        hak_page_map_clear(large, old);
+        if (!hak_os_move(large, old, moved)) {
+            hak_page_map_set(large, old, &large->head); /* the units' tables exist */
+            hak_page_map_clear(moved, total);
+            hak_os_unmap(moved, total);
+            return NULL;
+        }
+        large = moved;
+    }
+    hak_stat_node_map(node, (int64_t)(total - old));
+    set_size(large, total);
+    fill(large, old, total);
+    return large;
+}
+
+/* A mapping of at least total bytes made of what node keeps: the smallest
+ * that fits, less the whole 2 MiB units it does not need (kept for later);
+ * else the biggest, grown (zeroed blocks excepted, whose every page would
+ * then be written). */
+static struct hak_large *reuse(unsigned node, size_t total, bool may_grow)
 {
     struct large_cache *cache = &caches[node];
     if (!__atomic_load_n(&cache->count, __ATOMIC_RELAXED))
         return NULL;
-    struct hak_large *found = NULL;
+    struct hak_large *best = NULL, *biggest = NULL;
+    unsigned best_at = 0, biggest_at = 0;
+    struct hak_large *evicted[CACHE_SLOTS + 1];
     pthread_mutex_lock(&cache->lock);
-    for (unsigned i = cache->count; i-- > 0;) {
+    unsigned evictions = trim(cache, hak_os_now_ms(), 0, evicted);
+    /* Level 2's guard page ends every mapping: they are reused whole. */
+    bool whole = hak_harden.guard_bytes;
+    if (whole)
+        may_grow = false;
+    for (unsigned i = 0; i < cache->count; i++) {
         struct hak_large *large = cache->slots[i];
-        if (large->usable >= size && large->usable - size <= size / 4) {
-            found = large;
-            remove_slot(cache, i);
-            break;
+        size_t size = large->head.map_size;
+        if (size >= total && (!whole || size - total <= total / 4) &&
+            (!best || size < best->head.map_size)) {
+            best = large;
+            best_at = i;
+        }
+        if (!biggest || size > biggest->head.map_size) {
+            biggest = large;
+            biggest_at = i;
         }
     }
+    if (best) {
+        remove_slot(cache, best_at);
+        size_t cut = round_to_chunk(total);
+        if (!whole && best->head.map_size >= cut + HAK_CHUNK_SIZE) {
+            struct hak_large *rest = split_tail(best, cut);
+            if (rest)
+                insert(cache, rest);
+        }
+    } else if (may_grow) {
+        remove_slot(cache, biggest_at);
+    }
     pthread_mutex_unlock(&cache->lock);
+    unmap_all(evicted, evictions);
+    struct hak_large *found = best ? best : may_grow ? biggest : NULL;
     if (found)
         found->cached = false;
+    if (found && !best) {
+        struct hak_large *grown = extend(found, total);
+        if (!grown) {
+            /* Back, and a fresh mapping instead. */
+            found->cached = true;
+            pthread_mutex_lock(&cache->lock);
+            evictions = trim(cache, hak_os_now_ms(), 1, evicted);
+            insert(cache, found);
+            pthread_mutex_unlock(&cache->lock);
+            unmap_all(evicted, evictions);
+            return NULL;
+        }
+        found = grown;
+    }
     return found;
-}
-
-/* sign: 1 as the block is handed out, -1 as it is freed. */
-static void count_live(const struct hak_large *large, int64_t sign)
-{
-    hak_stat_gauge(HAK_STAT_LARGE_LIVE, sign);
-    hak_stat_gauge(HAK_STAT_LARGE_LIVE_MAPPED, sign * (int64_t)large->head.map_size);
-    hak_stat_gauge(HAK_STAT_LARGE_LIVE_USABLE, sign * (int64_t)large->usable);
 }
 
 /* Checked mode: the block is the program's, its canary after size. */
@@ -104,8 +386,20 @@ static void *hand_out(struct hak_large *large, size_t size, bool zeroed)
 
 void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
 {
-    if (align <= HAK_PAGE_SIZE) {
-        struct hak_large *cached = reuse(node, size);
+    size_t offset = align > HAK_PAGE_SIZE ? align : HAK_PAGE_SIZE;
+    size_t map_align = align > HAK_CHUNK_SIZE ? align : HAK_CHUNK_SIZE;
+    /* At least a page: a zero-byte block must still lie inside its mapping.
+     * Level 2: and a guard page after it, for the mapping's life. */
+    size_t guard = hak_harden.guard_bytes;
+    size_t total = offset + round_to_page(size ? size : 1) + guard;
+    if (total < size || total > ((size_t)1 << HAK_MAP_ADDRESS_BITS)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    bool interleaved = hak_options.interleave_bytes && size >= hak_options.interleave_bytes;
+    bool reusable = offset == HAK_PAGE_SIZE && !interleaved;
+    if (reusable) {
+        struct hak_large *cached = reuse(node, total, !zeroed);
         if (cached) {
             if (hak_harden.guard_bytes)
                 hak_os_unguard(hak_large_block(cached), cached->usable);
@@ -117,20 +411,10 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
             return hand_out(cached, size, zeroed);
         }
     }
-    size_t offset = align > HAK_PAGE_SIZE ? align : HAK_PAGE_SIZE;
-    size_t map_align = align > HAK_CHUNK_SIZE ? align : HAK_CHUNK_SIZE;
-    /* At least a page: a zero-byte block must still lie inside its mapping.
-     * Level 2: and a guard page after it, for the mapping's life. */
-    size_t guard = hak_harden.guard_bytes;
-    size_t total = offset + round_to_page(size ? size : 1) + guard;
-    if (total < size || total > ((size_t)1 << HAK_MAP_ADDRESS_BITS)) {
-        errno = ENOMEM;
-        return NULL;
-    }
     struct hak_large *large = hak_os_map_aligned(total, map_align);
     if (!large)
         return NULL;
-    if (hak_options.interleave_bytes && size >= hak_options.interleave_bytes)
+    if (interleaved)
         hak_numa_interleave(large, total);
     else
         hak_numa_bind(large, total, node);
@@ -140,6 +424,7 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
     large->head.route = HAK_ROUTE_LARGE;
     large->offset = offset;
     large->usable = total - offset - guard;
+    large->reusable = reusable;
     if (guard)
         hak_os_guard((char *)large + total - guard, guard);
     if (!hak_page_map_set(large, total, &large->head)) {
@@ -171,14 +456,12 @@ void hak_large_free(struct hak_large *large, void *ptr)
     if (hak_harden.checked)
         hak_canary_verify(ptr, large->requested, large->usable, "large block");
     count_live(large, -1);
-    size_t budget = hak_options_hot_bytes() / 2;
-    if (large->offset != HAK_PAGE_SIZE || large->head.map_size > budget) {
+    struct large_cache *cache = &caches[large->head.node];
+    if (!large->reusable || !budget(cache)) {
         unmap(large);
         return;
     }
-    struct large_cache *cache = &caches[large->head.node];
     struct hak_large *evicted[CACHE_SLOTS + 1];
-    unsigned evictions = 0;
     uint64_t now = hak_os_now_ms();
     /* Level 2: a write after free faults, as on memory unmapped. */
     if (hak_harden.guard_bytes)
@@ -186,33 +469,40 @@ void hak_large_free(struct hak_large *large, void *ptr)
     large->cached = true;
     large->freed_ms = now;
     pthread_mutex_lock(&cache->lock);
-    if (cache->count == CACHE_SLOTS) {
-        evicted[evictions++] = cache->slots[0];
-        remove_slot(cache, 0);
+    /* Coalesced with its cached neighbours, as one mapping to split again. */
+    int next = hak_harden.guard_bytes ? -1 : find_at(cache, (char *)large + large->head.map_size);
+    if (next >= 0) {
+        struct hak_large *after = cache->slots[next];
+        remove_slot(cache, (unsigned)next);
+        merge(large, after);
     }
-    cache->slots[cache->count++] = large;
-    cache->bytes += large->head.map_size;
-    while (cache->count &&
-           (cache->bytes > budget || now >= cache->slots[0]->freed_ms + hak_options.decay_ms)) {
-        evicted[evictions++] = cache->slots[0];
-        remove_slot(cache, 0);
+    for (unsigned i = 0; i < cache->count && !hak_harden.guard_bytes; i++) {
+        struct hak_large *before = cache->slots[i];
+        if ((char *)before + before->head.map_size == (char *)large) {
+            remove_slot(cache, i);
+            merge(before, large);
+            before->freed_ms = now;
+            large = before;
+            break;
+        }
     }
+    unsigned evictions = trim(cache, now, 1, evicted);
+    insert(cache, large);
+    evictions += trim(cache, now, 0, evicted + evictions);
     pthread_mutex_unlock(&cache->lock);
-    for (unsigned i = 0; i < evictions; i++)
-        unmap(evicted[i]);
+    unmap_all(evicted, evictions);
 }
 
-bool hak_large_resize(struct hak_large *large, size_t size)
+void *hak_large_resize(struct hak_large *large, size_t size)
 {
     size_t total = large->offset + round_to_page(size);
-    size_t old_total = large->head.map_size;
     if (total < size)
-        return false;
+        return NULL;
     /* Checked blocks keep their mapping and guard page; the canary follows
      * the size. */
     if (hak_harden.checked) {
         if (size > large->usable || size <= large->usable / 2)
-            return false;
+            return NULL;
         /* Only the bytes the block gains are checked, only those it gives
          * up filled: a run of small resizes costs what they move. */
         void *block = hak_large_block(large);
@@ -222,30 +512,25 @@ bool hak_large_resize(struct hak_large *large, size_t size)
             hak_canary_fill(block, size, large->requested);
         hak_memcheck_resized(block, large->requested, size);
         large->requested = size;
-        return true;
+        return block;
     }
-    if (total <= old_total) {
+    if (total <= large->head.map_size) {
         if (size <= large->usable / 2)
-            return false;
+            return NULL;
         count_pages(large, size, true);
-        return true;
+        return hak_large_block(large);
     }
-    /* mremap succeeds only where the address space after the block is free,
-     * so registering afterwards cannot clobber a neighbouring chunk. */
-    if (!hak_os_grow_in_place(large, old_total, total))
-        return false;
-    if (!hak_page_map_set(large, total, &large->head)) {
-        hak_os_shrink_in_place(large, total, old_total);
-        hak_page_map_set(large, old_total, &large->head);
-        return false;
-    }
-    hak_stat_node_map(large->head.node, (int64_t)(total - old_total));
+    if (!large->reusable || hak_harden.guard_bytes)
+        return NULL;
     count_live(large, -1);
-    large->head.map_size = total;
-    large->usable = total - large->offset;
-    count_live(large, 1);
-    count_pages(large, size, true);
-    return true;
+    struct hak_large *grown = extend(large, total);
+    if (!grown) {
+        count_live(large, 1);
+        return NULL;
+    }
+    count_live(grown, 1);
+    count_pages(grown, size, true);
+    return hak_large_block(grown);
 }
 
 size_t hak_large_cached(unsigned node, uint64_t *count)
@@ -268,8 +553,7 @@ size_t hak_large_release_cached(unsigned node)
     cache->count = 0;
     cache->bytes = 0;
     pthread_mutex_unlock(&cache->lock);
-    for (unsigned i = 0; i < count; i++)
-        unmap(evicted[i]);
+    unmap_all(evicted, count);
     return bytes;
 }
 

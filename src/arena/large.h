@@ -1,7 +1,7 @@
 /* Blocks above 1 MiB (and big alignments): one mapping each, its head on
- * the first page.  A few freed mappings are kept for reuse, within the
- * HotSpanBox's budget and decay, since faulting big blocks in again is what
- * makes them slow. */
+ * the first page.  Freed mappings are kept per node for reuse, split,
+ * coalesced and moved between blocks (large.c), since faulting big blocks in
+ * again is what makes them slow. */
 #ifndef HAK_LARGE_H
 #define HAK_LARGE_H
 
@@ -11,8 +11,9 @@
  * first size bytes zero if zeroed; NULL with errno ENOMEM. */
 void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed);
 void hak_large_free(struct hak_large *large, void *ptr);
-/* Grows or shrinks the block in place; false when it cannot. */
-bool hak_large_resize(struct hak_large *large, size_t size);
+/* The block resized to size without copying it: in place, or grown by
+ * moving its pages to a bigger mapping; NULL when it cannot be. */
+void *hak_large_resize(struct hak_large *large, size_t size);
 /* The bytes of the freed mappings node keeps for reuse (mallinfo); adds
  * their number to count. */
 size_t hak_large_cached(unsigned node, uint64_t *count);

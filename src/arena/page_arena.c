@@ -13,10 +13,14 @@
 #define KEEP_FREE_CHUNKS 1
 /* Chunks created before huge pages are asked for (HAKMEM_HUGE_PAGES). */
 #define HUGE_PAGES_AFTER_CHUNKS 2
+/* Of an arena's chunks, one in this many keeps small pages: the probe. */
+#define PROBE_EVERY 8
 
 struct page_arena {
     pthread_mutex_t lock;
     uint32_t free_chunks;
+    uint32_t chunks_made;
+    void *probe;               /* the last chunk left to small pages (maybe unmapped since) */
     struct hak_span_bins bins; /* free spans */
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
@@ -50,7 +54,23 @@ static void bin_remove(struct page_arena *arena, struct hak_slab *span)
     span->kind = HAK_SLAB_INVALID;
 }
 
-static struct hak_slab *new_chunk(unsigned node)
+/* Huge pages only where the program writes most of the memory it gets: a
+ * program that uses a few bytes of each block would have every 2 MiB of
+ * them faulted in and zeroed whole, and broken up again by each decommit.
+ * How much of the probe chunk is resident tells; a new probe now and then
+ * lets the answer change with the program. */
+static bool want_huge_pages(struct page_arena *arena)
+{
+    uint64_t chunks =
+        atomic_load_explicit(&hak_stat_counters[HAK_STAT_ARENA_CHUNKS], memory_order_relaxed);
+    if (!hak_options.huge_pages || chunks < HUGE_PAGES_AFTER_CHUNKS || !arena->probe ||
+        arena->chunks_made % PROBE_EVERY == 0)
+        return false;
+    return hak_os_resident_pages(arena->probe, HAK_ARENA_CHUNK_SIZE) * 2 >= HAK_ARENA_PAGES;
+}
+
+/* Under the arena's lock. */
+static struct hak_slab *new_chunk(struct page_arena *arena, unsigned node)
 {
     struct hak_slab *span = hak_span_desc_alloc();
     if (!span)
@@ -61,12 +81,14 @@ static struct hak_slab *new_chunk(unsigned node)
         return NULL;
     }
     hak_numa_bind(chunk, HAK_ARENA_CHUNK_SIZE, node);
-    /* A process that keeps this much in Mid and L25 blocks faults its chunks
-     * in 2 MiB at a time; a small one never pays for zeroing a huge page. */
-    uint64_t chunks =
-        atomic_load_explicit(&hak_stat_counters[HAK_STAT_ARENA_CHUNKS], memory_order_relaxed);
-    if (hak_options.huge_pages && chunks >= HUGE_PAGES_AFTER_CHUNKS)
+    /* A process that keeps this much in Mid and L25 blocks, and writes them,
+     * faults its chunks in 2 MiB at a time; a small one never pays for
+     * zeroing a huge page. */
+    if (want_huge_pages(arena))
         hak_os_advise_huge(chunk, HAK_ARENA_CHUNK_SIZE);
+    else
+        arena->probe = chunk;
+    arena->chunks_made++;
     chunk->head.kind = HAK_CHUNK_ARENA;
     chunk->head.node = node;
     chunk->head.map_size = HAK_ARENA_CHUNK_SIZE;
@@ -120,7 +142,7 @@ struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
         if (span->pages == HAK_ARENA_USABLE_PAGES)
             arena->free_chunks--;
     } else {
-        span = new_chunk(node);
+        span = new_chunk(arena, node);
     }
     if (span && !split(arena, span, pages)) {
         bin_insert(arena, span);
