@@ -180,10 +180,13 @@ static void test_past_block(const char *name, size_t size)
  * hakmem's all the same. */
 static void test_past_large_mapping(void)
 {
-    char *block = malloc(opaque_size(2 * MiB + 100 * KiB));
-    if (block == NULL) {
-        hard_error("malloc(2 MiB + 100 KiB) failed");
+    /* Aligned past a page, the block gets a fresh mapping of its own size,
+     * never a bigger freed one kept for reuse, which may fill the unit. */
+    void *aligned = NULL;
+    if (posix_memalign(&aligned, 2 * page_size, opaque_size(2 * MiB + 100 * KiB)) != 0) {
+        hard_error("posix_memalign(2 MiB + 100 KiB) failed");
     }
+    char *block = aligned;
     char *unit = (char *)((uintptr_t)(block + 2 * MiB) & ~(uintptr_t)(SUPERSLAB_SIZE - 1));
     expect_all_refused("a pointer past a large block's mapping, in its last 2 MiB unit",
                        unit + SUPERSLAB_SIZE - page_size);
