@@ -47,7 +47,8 @@ run()
 }
 
 for level in 0 2; do
-    for test in test_api test_threads test_remote_free test_thread_churn test_fork test_foreign; do
+    for test in test_api test_large_split test_threads test_remote_free test_thread_churn test_fork \
+        test_foreign; do
         run "$level" "$builddir/tests/$test"
     done
     run "$level" "$builddir/tests/reliability/larson"

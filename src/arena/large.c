@@ -142,8 +142,8 @@ static struct hak_large *split_tail(struct hak_large *large, size_t cut)
 {
     struct hak_large *tail = (struct hak_large *)((char *)large + cut);
     size_t touched_end = large->offset + large->touched_pages * HAK_PAGE_SIZE;
-    if (!hak_page_map_set(tail, large->head.map_size - cut, &tail->head))
-        return NULL; /* cannot happen: the units' tables exist */
+    /* The head first: the page map encodes the route it reads there, and
+     * until now these bytes were a block's, whatever the program wrote. */
     *tail = (struct hak_large){
         .head = large->head,
         .offset = HAK_PAGE_SIZE,
@@ -153,6 +153,8 @@ static struct hak_large *split_tail(struct hak_large *large, size_t cut)
         .cached = large->cached,
         .reusable = true,
     };
+    if (!hak_page_map_set(tail, large->head.map_size - cut, &tail->head))
+        return NULL; /* cannot happen: the units' tables exist */
     set_size(tail, large->head.map_size - cut);
     set_size(large, cut);
     return tail;
