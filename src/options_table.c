@@ -55,8 +55,9 @@ const struct hak_option hak_option_table[] = {
      "bound on the bytes cached per Mid/L25 class and thread",
      "bound on the bytes one thread caches per Mid/L25 class", NULL},
     {"HAKMEM_HUGE_PAGES", HAK_OPT_BOOL, &hak_options.huge_pages,
-     "1: a process past 8 MiB of Mid/L25 chunks gets them in huge pages",
-     "`1`: once a process has 8 MiB of Mid/L25 chunks, new ones use transparent huge pages; `0`: "
+     "1: huge pages for Mid/L25 chunks past 8 MiB and for written large blocks",
+     "`1`: once a process has 8 MiB of Mid/L25 chunks, new ones use transparent huge pages, and "
+     "so do new large-block mappings while the large blocks it frees were mostly written; `0`: "
      "never",
      NULL},
     {"HAKMEM_NUMA", HAK_OPT_CHOICE, &hak_options.numa, "auto: one backend per node; off: one",
