@@ -57,12 +57,19 @@ static inline void *hak_heap_pop(struct hak_heap *heap, unsigned cls, void *bloc
     return block;
 }
 
+/* Whether malloc's fast path may pop block, heap->head[cls]: the cache
+ * has one and the thread has not moved to another CPU. */
+static inline bool hak_heap_poppable(const void *block)
+{
+    return block && *hak_tls.cpu_word == hak_tls.cpu;
+}
+
 /* size: what the caller asked for, which only the checked mode reads. */
 static inline void *hak_heap_alloc(unsigned cls, size_t size)
 {
     struct hak_heap *heap = hak_tls.heap;
     void *block = heap->head[cls];
-    if (HAK_LIKELY(block && *hak_tls.cpu_word == hak_tls.cpu))
+    if (HAK_LIKELY(hak_heap_poppable(block)))
         return hak_heap_pop(heap, cls, block);
     return hak_heap_refill(heap, cls, size);
 }
