@@ -28,6 +28,8 @@
 #include <stddef.h>
 
 #include "fault.h"
+#include "front/size_class.h"
+#include "front/thread_heap.h"
 #include "hakmem.h"
 #include "harden.h"
 #include "internal.h"
@@ -50,7 +52,9 @@ HAK_API HAK_NOINLINE void *_ZnwmSt11align_val_t(size_t size, size_t align);
 HAK_API void *_ZnamSt11align_val_t(size_t size, size_t align);
 HAK_API void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t size, size_t align, const void *nothrow);
 HAK_API void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t size, size_t align, const void *nothrow);
-HAK_API HAK_NOINLINE void _ZdlPv(void *ptr);
+/* free itself, under this name too (malloc_api.c): a delete costs what a
+ * free does. */
+HAK_API void _ZdlPv(void *ptr);
 HAK_API void _ZdaPv(void *ptr);
 HAK_API void _ZdlPvm(void *ptr, size_t size);
 HAK_API void _ZdaPvm(void *ptr, size_t size);
@@ -90,7 +94,6 @@ static void *own_new_aligned(size_t size, size_t align)
     __attribute__((alias("_ZnwmSt11align_val_t")));
 static void *own_new_array_aligned(size_t size, size_t align)
     __attribute__((alias("_ZnamSt11align_val_t")));
-static void own_delete(void *ptr) __attribute__((alias("_ZdlPv")));
 static void own_delete_array(void *ptr) __attribute__((alias("_ZdaPv")));
 static void own_delete_aligned(void *ptr, size_t align)
     __attribute__((alias("_ZdlPvSt11align_val_t")));
@@ -126,7 +129,7 @@ static unsigned replaced(unsigned forms)
             {"_Znam", (void (*)(void))own_new_array, NEW_ARRAY},
             {"_ZnwmSt11align_val_t", (void (*)(void))own_new_aligned, NEW_ALIGNED},
             {"_ZnamSt11align_val_t", (void (*)(void))own_new_array_aligned, NEW_ARRAY_ALIGNED},
-            {"_ZdlPv", (void (*)(void))own_delete, DELETE},
+            {"_ZdlPv", (void (*)(void))hak_free, DELETE},
             {"_ZdaPv", (void (*)(void))own_delete_array, DELETE_ARRAY},
             {"_ZdlPvSt11align_val_t", (void (*)(void))own_delete_aligned, DELETE_ALIGNED},
             {"_ZdaPvSt11align_val_t", (void (*)(void))own_delete_array_aligned,
@@ -226,20 +229,42 @@ static inline void *new_block(size_t size, size_t align, bool nothrow)
 /* Checked mode knows the size each block was asked with: a sized delete
  * must name it (issue 15).  Blocks hakmem does not own are left to free,
  * which refuses them, and so are all where the program replaced the new or
- * delete forms involved: its blocks are its own business. */
+ * delete forms involved: its blocks are its own business.  Out of line, so
+ * that the sized forms outside checked mode are a test and a jump. */
+static HAK_NOINLINE __attribute__((cold)) void check_size_checked(void *ptr, size_t size,
+                                                                  unsigned forms)
+{
+    if (ptr && !replaced(forms) && hak_node_of(ptr) >= 0 && hak_malloc_usable_size(ptr) != size)
+        hak_fatal("sized delete with the wrong size:", ptr);
+}
+
 static inline void check_size(void *ptr, size_t size, unsigned forms)
 {
-    if (HAK_UNLIKELY(hak_harden.checked) && ptr && !replaced(forms) && hak_node_of(ptr) >= 0 &&
-        hak_malloc_usable_size(ptr) != size)
-        hak_fatal("sized delete with the wrong size:", ptr);
+    if (HAK_UNLIKELY(hak_harden.checked))
+        check_size_checked(ptr, size, forms);
 }
 
 typedef void *nothrow_new_fn(size_t size, const void *nothrow);
 typedef void *nothrow_new_aligned_fn(size_t size, size_t align, const void *nothrow);
 
-void *_Znwm(size_t size)
+/* All but new's fast path: malloc's whole path, then the new-handler. */
+static HAK_NOINLINE void *new_uncached(size_t size)
 {
     return new_block(size, 0, false);
+}
+
+/* malloc's fast path inline (hak_heap_alloc's, for small sizes): a new
+ * costs what a malloc does, with no call in between. */
+void *_Znwm(size_t size)
+{
+    if (HAK_LIKELY(size <= HAK_SMALL_MAX)) {
+        struct hak_heap *heap = hak_tls.heap;
+        unsigned cls = hak_small_class(size);
+        void *block = heap->head[cls];
+        if (HAK_LIKELY(hak_heap_poppable(block)))
+            return hak_heap_pop(heap, cls, block);
+    }
+    return new_uncached(size);
 }
 
 void *_Znam(size_t size)
@@ -297,11 +322,6 @@ void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t size, size_t align, const void *
         return libstdcxx ? libstdcxx(size, align, nothrow) : _ZnamSt11align_val_t(size, align);
     }
     return new_block(size, align, true);
-}
-
-void _ZdlPv(void *ptr)
-{
-    hak_free(ptr);
 }
 
 void _ZdaPv(void *ptr)

@@ -308,6 +308,9 @@ EXPORT_AS(memalign, hak_memalign);
 EXPORT_AS(valloc, hak_valloc);
 EXPORT_AS(pvalloc, hak_pvalloc);
 EXPORT_AS(malloc_usable_size, hak_malloc_usable_size);
+/* operator delete(void *) (cxx_operators.c has the other forms): free's own
+ * code, with no call or jump in between. */
+EXPORT_AS(_ZdlPv, hak_free);
 /* glibc's own names for its allocator, which some programs call directly:
  * under hakmem they must reach hakmem, or a block would cross allocators. */
 EXPORT_AS(__libc_malloc, hak_malloc);

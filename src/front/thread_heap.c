@@ -178,6 +178,17 @@ static void drain_delayed(struct hak_heap *heap)
     }
 }
 
+/* Blocks went home to a slab that was full or is now empty. */
+static HAK_NOINLINE void settle(struct hak_heap *heap, struct hak_slab *slab)
+{
+    if (slab->state == HAK_STATE_FULL) {
+        if (hak_slab_disarm_notify(slab))
+            slab->queued = true;
+        unfull(heap, slab);
+    }
+    retire_if_empty(heap, slab);
+}
+
 /* Blocks of a slab this heap owns, linked from head to tail, leave the
  * caches for good. */
 static void return_run(struct hak_heap *heap, struct hak_slab *slab, void *head, void *tail,
@@ -187,12 +198,8 @@ static void return_run(struct hak_heap *heap, struct hak_slab *slab, void *head,
     slab->free = head;
     slab->used -= count;
     heap->stats[slab->cls].blocks_held -= count;
-    if (slab->state == HAK_STATE_FULL) {
-        if (hak_slab_disarm_notify(slab))
-            slab->queued = true;
-        unfull(heap, slab);
-    }
-    retire_if_empty(heap, slab);
+    if (slab->state == HAK_STATE_FULL || slab->used == 0)
+        settle(heap, slab);
 }
 
 /* ---- checks (issue 7) ---- */
@@ -668,7 +675,53 @@ static void flush_list(struct hak_heap *heap, void *list)
     }
 }
 
-void hak_heap_flush(struct hak_heap *heap, unsigned cls)
+static HAK_NOINLINE void flush_half(struct hak_heap *heap, unsigned cls);
+
+/* A cached block that starts no block of its page's slab. */
+static __attribute__((noreturn, cold)) void refuse_cached(struct hak_slab *slab, void *block)
+{
+    check_block(slab, block);
+    hak_fatal("free of a pointer hakmem never handed out:", block); /* below the slab's start */
+}
+
+/* A full cache that keeps getting blocks of this heap's slabs (a program
+ * tearing down more than the cache holds) sends each straight home, as it
+ * comes, while its slab is at hand: return_run's work, with no frame.  A
+ * flush of half the cache would look each run's slab up again, and the
+ * blocks of a class freed together mostly alternate between many slabs,
+ * in runs of two or three.  A slab this heap owns serves blocks; the block
+ * passed the fast path's alignment check, and here check_block's exact
+ * one. */
+void hak_heap_flush(struct hak_heap *heap, unsigned cls, struct hak_slab *slab)
+{
+    if (HAK_UNLIKELY(!heap->flushed_last[cls] ||
+                     atomic_load_explicit(&slab->owner, memory_order_relaxed) != heap)) {
+        flush_half(heap, cls);
+        return;
+    }
+    char *block = heap->head[cls];
+    if (HAK_UNLIKELY(block < slab->start || block >= slab->carve ||
+                     !hak_class_divides(cls, (uint32_t)(block - slab->start))))
+        refuse_cached(slab, block);
+    /* Calls only in tail position (or to noreturn functions): no frame. */
+    uintptr_t next = hak_link_decode(block);
+    if (HAK_UNLIKELY(hak_link_corrupted(next))) {
+        hak_fatal_corrupted_link(block);
+        return;
+    }
+    heap->head[cls] = (void *)next;
+    heap->count[cls].room = 1;
+    heap->stats[cls].flushes++;
+    heap->stats[cls].blocks_held--;
+    hak_link_set(block, slab->free);
+    slab->free = block;
+    if (HAK_UNLIKELY(--slab->used == 0 || slab->state == HAK_STATE_FULL))
+        settle(heap, slab);
+}
+
+/* The cache's older half leaves it, in runs (flush_list); the first flush
+ * after refills may grow the cache instead. */
+static void flush_half(struct hak_heap *heap, unsigned cls)
 {
     if (!heap->flushed_last[cls]) {
         heap->flushed_last[cls] = true;

@@ -20,7 +20,8 @@ extern __thread struct hak_thread hak_tls __attribute__((tls_model("initial-exec
  * size and a canary) when the cache is empty or the thread has moved to
  * another CPU. */
 void *hak_heap_refill(struct hak_heap *heap, unsigned cls, size_t size);
-void hak_heap_flush(struct hak_heap *heap, unsigned cls);
+/* The cache of cls is full; its first block, just freed, is slab's. */
+void hak_heap_flush(struct hak_heap *heap, unsigned cls, struct hak_slab *slab);
 /* A free the cache cannot take: another node's block, a thread without a
  * heap yet, or a pointer that is not a live block (checked here). */
 void hak_heap_free_other(struct hak_slab *slab, void *block);
@@ -57,12 +58,19 @@ static inline void *hak_heap_pop(struct hak_heap *heap, unsigned cls, void *bloc
     return block;
 }
 
+/* Whether malloc's fast path may pop block, heap->head[cls]: the cache
+ * has one and the thread has not moved to another CPU. */
+static inline bool hak_heap_poppable(const void *block)
+{
+    return block && *hak_tls.cpu_word == hak_tls.cpu;
+}
+
 /* size: what the caller asked for, which only the checked mode reads. */
 static inline void *hak_heap_alloc(unsigned cls, size_t size)
 {
     struct hak_heap *heap = hak_tls.heap;
     void *block = heap->head[cls];
-    if (HAK_LIKELY(block && *hak_tls.cpu_word == hak_tls.cpu))
+    if (HAK_LIKELY(hak_heap_poppable(block)))
         return hak_heap_pop(heap, cls, block);
     return hak_heap_refill(heap, cls, size);
 }
@@ -81,7 +89,7 @@ static inline void hak_heap_free(struct hak_slab *slab, void *block)
     hak_link_set(block, heap->head[cls]);
     heap->head[cls] = block;
     if (HAK_UNLIKELY(--heap->count[cls].room == 0))
-        hak_heap_flush(heap, cls);
+        hak_heap_flush(heap, cls, slab);
 }
 
 /* Level 0: the same without the checks, the tag and the encoding. */
@@ -96,7 +104,7 @@ static inline void hak_heap_free_plain(struct hak_slab *slab, void *block)
     hak_link_set_plain(block, heap->head[cls]);
     heap->head[cls] = block;
     if (HAK_UNLIKELY(--heap->count[cls].room == 0))
-        hak_heap_flush(heap, cls);
+        hak_heap_flush(heap, cls, slab);
 }
 
 /* Creates the thread-exit hook; called once by hak_init. */
