@@ -1,24 +1,34 @@
-/* Large blocks cut from a bigger freed one.  A 15 MiB block is filled with
- * 32-bit ones and freed; a 9 MiB block then takes the front of its mapping
- * and a 4 MiB one what is left, which gets a head of its own where the
- * program's ones were.  A 1 in the head's route word is what the page map
- * reads as a chunk of small blocks: written to the map before the head
- * was, it sent the 4 MiB block's free into a slab lookup on the program's
- * bytes (a crash at every hardening level, seen at level 0 in CPython's
- * tests).  Each freed and written block must come back intact.
+/* Large blocks cut from, or grown over, freed ones.
  *
- * Run first thing in a fresh process, while no other freed mapping is kept
- * that would serve the two blocks instead.
+ * Split: a 15 MiB block is filled with 32-bit ones and freed; a 9 MiB block
+ * then takes the front of its mapping and a 4 MiB one what is left, which
+ * gets a head of its own where the program's ones were.  A 1 in the head's
+ * route word is what the page map reads as a chunk of small blocks: written
+ * to the map before the head was, it sent the 4 MiB block's free into a
+ * slab lookup on the program's bytes (a crash at every hardening level,
+ * seen in CPython's tests).  Run first, while no other freed mapping is
+ * kept that would serve the two blocks instead.
+ *
+ * Decay: a freed mapping older than HAKMEM_DECAY_MS goes back to the kernel
+ * when the next large malloc looks at the cache; that malloc, finding none
+ * left to grow, must not take one from the empty cache (it did, and the
+ * cache's count wrapped around).
+ *
+ * The program runs itself again with HAKMEM_DECAY_MS=50, so that the decay
+ * takes a short sleep.
  */
+#define _GNU_SOURCE
 #include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "harness.h"
 
-int main(void)
+static void split_over_program_bytes(void)
 {
     const size_t big = 15 * MiB;
     uint32_t *words = malloc(opaque_size(big));
@@ -48,5 +58,38 @@ int main(void)
         }
     }
     free(front);
+}
+
+static void grow_after_decay(void)
+{
+    const struct timespec past_decay = {.tv_sec = 0, .tv_nsec = 200 * 1000 * 1000};
+    for (int round = 0; round < 4; round++) {
+        char *freed = malloc(opaque_size(3 * MiB));
+        if (freed == NULL) {
+            hard_error("malloc(3 MiB) failed");
+        }
+        memset(freed, 0x33, 3 * MiB);
+        free(freed);
+        nanosleep(&past_decay, NULL);
+        /* Bigger than what was freed: only growing it would serve. */
+        char *grown = malloc(opaque_size(7 * MiB));
+        CHECK(grown != NULL, "malloc(7 MiB) after the decay failed (round %d)", round);
+        if (grown != NULL) {
+            memset(grown, 0x44, 7 * MiB);
+            free(grown);
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    if (getenv("HAKMEM_DECAY_MS") == NULL) {
+        setenv("HAKMEM_DECAY_MS", "50", 1);
+        execv("/proc/self/exe", argv);
+        hard_error("cannot run %s again", argv[0]);
+    }
+    split_over_program_bytes();
+    grow_after_decay();
     return test_result("test_large_split");
 }

@@ -372,7 +372,7 @@ static struct hak_large *reuse(unsigned node, size_t total, bool may_grow)
             if (rest)
                 insert(cache, rest);
         }
-    } else if (may_grow) {
+    } else if (may_grow && biggest) { /* none, when trim took them all */
         remove_slot(cache, biggest_at);
     }
     pthread_mutex_unlock(&cache->lock);
