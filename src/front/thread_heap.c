@@ -303,15 +303,17 @@ static uint32_t full_batch(uint32_t limit, unsigned cls)
     return batch < by_bytes ? batch : by_bytes;
 }
 
-/* A page's worth at first (one block of a bigger class), doubling with
- * every refill up to the full batch: most processes are short and allocate
- * a few blocks of a class, and should not fault in pages of blocks they
- * never use (issue 8). */
+/* A page's worth at first, with the block the refill hands out (one block
+ * more of a class of more than half a page), doubling with every refill up
+ * to the full batch: most processes are short and allocate a few blocks of
+ * a class, and should not fault in pages of blocks they never use (issue
+ * 8).  A batch of a whole page's worth besides the block handed out touched
+ * a second page of every fresh slab: a forked child's first mallocs, one
+ * of each class, faulted twice per class. */
 static uint32_t first_batch(uint32_t limit, unsigned cls)
 {
     uint32_t by_page = HAK_PAGE_SIZE / hak_class_size[cls];
-    if (by_page == 0)
-        by_page = 1;
+    by_page = by_page > 1 ? by_page - 1 : 1;
     uint32_t full = full_batch(limit, cls);
     return by_page < full ? by_page : full;
 }
