@@ -13,6 +13,7 @@
 #include "front/block_link.h"
 #include "front/thread_heap.h"
 #include "fault.h"
+#include "fork_locks.h"
 #include "harden.h"
 #include "internal.h"
 #include "numa/node.h"
@@ -29,23 +30,21 @@ enum { INIT_NONE, INIT_RUNNING, INIT_DONE };
 static _Atomic int init_state = INIT_NONE;
 static __thread bool initializing_here __attribute__((tls_model("initial-exec")));
 
-/* The nodes whose per-node locks fork holds. */
-static unsigned fork_nodes;
-
 /* Locks are taken in one order everywhere, so fork takes them in it too.
  * Only the nodes in use: every node's state has pages of its own, each one
  * a copy-on-write fault in the parent after each fork and another in the
- * child, for locks no thread can hold (issue 15). */
+ * child, for locks no thread can hold (issue 15); the locks themselves
+ * share a page (fork_locks.h). */
 static void fork_prepare(void)
 {
     hak_numa_count_lock();
-    fork_nodes = hak_numa_node_count();
+    hak_fork_locks.nodes = hak_numa_node_count();
     hak_heap_registry_lock();
     hak_abandoned_lock();
-    hak_shared_pool_lock_all(fork_nodes);
-    hak_hot_span_lock_all(fork_nodes);
-    hak_page_arena_lock_all(fork_nodes);
-    hak_large_lock_all(fork_nodes);
+    hak_shared_pool_lock_all(hak_fork_locks.nodes);
+    hak_hot_span_lock_all(hak_fork_locks.nodes);
+    hak_page_arena_lock_all(hak_fork_locks.nodes);
+    hak_large_lock_all(hak_fork_locks.nodes);
     hak_meta_lock();
     hak_page_map_lock();
 }
@@ -54,10 +53,10 @@ static void fork_release(void)
 {
     hak_page_map_unlock();
     hak_meta_unlock();
-    hak_large_unlock_all(fork_nodes);
-    hak_page_arena_unlock_all(fork_nodes);
-    hak_hot_span_unlock_all(fork_nodes);
-    hak_shared_pool_unlock_all(fork_nodes);
+    hak_large_unlock_all(hak_fork_locks.nodes);
+    hak_page_arena_unlock_all(hak_fork_locks.nodes);
+    hak_hot_span_unlock_all(hak_fork_locks.nodes);
+    hak_shared_pool_unlock_all(hak_fork_locks.nodes);
     hak_abandoned_unlock();
     hak_heap_registry_unlock();
     hak_numa_count_unlock();

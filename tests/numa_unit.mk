@@ -16,6 +16,7 @@ tests_test_topology_SOURCES = tests/test_topology.c tests/harness.h \
 	src/numa/sysfs.c src/numa/sysfs.h \
 	src/numa/topology.c src/numa/topology.h \
 	src/numa/topology_hwloc.c src/numa/topology_hwloc.h \
+	src/fork_locks.c src/fork_locks.h \
 	src/os.c src/os.h src/print.c src/print.h
 tests_test_topology_CPPFLAGS = -D_GNU_SOURCE -I$(top_srcdir)/include -I$(top_builddir) \
 	-I$(top_srcdir)/src $(HWLOC_CFLAGS)

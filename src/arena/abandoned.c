@@ -1,11 +1,11 @@
 #include "abandoned.h"
 
+#include "../fork_locks.h"
 #include "../stats.h"
 
 static struct {
-    pthread_mutex_t lock;
     struct hak_slab *lists[HAK_MAX_NODES][HAK_NUM_CLASSES];
-} abandoned = {.lock = HAK_LOCK_INITIALIZER};
+} abandoned;
 
 /* Under the lock. */
 static void link_slab(struct hak_slab *slab)
@@ -33,11 +33,11 @@ struct hak_slab *hak_abandoned_pop(unsigned node, unsigned cls)
     struct hak_slab **list = &abandoned.lists[node][cls];
     if (!__atomic_load_n(list, __ATOMIC_RELAXED))
         return NULL;
-    pthread_mutex_lock(&abandoned.lock);
+    pthread_mutex_lock(&hak_fork_locks.abandoned.mutex);
     struct hak_slab *slab = *list;
     if (slab)
         __atomic_store_n(list, slab->next, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&abandoned.lock);
+    pthread_mutex_unlock(&hak_fork_locks.abandoned.mutex);
     if (slab) {
         slab->next = NULL;
         slab->state = HAK_STATE_NONE;
@@ -51,10 +51,10 @@ struct hak_slab *hak_abandoned_take_all(unsigned node, unsigned cls)
     struct hak_slab **list = &abandoned.lists[node][cls];
     if (!__atomic_load_n(list, __ATOMIC_RELAXED))
         return NULL;
-    pthread_mutex_lock(&abandoned.lock);
+    pthread_mutex_lock(&hak_fork_locks.abandoned.mutex);
     struct hak_slab *all = *list;
     __atomic_store_n(list, NULL, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&abandoned.lock);
+    pthread_mutex_unlock(&hak_fork_locks.abandoned.mutex);
     return all;
 }
 
@@ -62,21 +62,21 @@ void hak_abandoned_restore(struct hak_slab *list)
 {
     if (!list)
         return;
-    pthread_mutex_lock(&abandoned.lock);
+    pthread_mutex_lock(&hak_fork_locks.abandoned.mutex);
     while (list) {
         struct hak_slab *next = list->next;
         link_slab(list);
         list = next;
     }
-    pthread_mutex_unlock(&abandoned.lock);
+    pthread_mutex_unlock(&hak_fork_locks.abandoned.mutex);
 }
 
 void hak_abandoned_lock(void)
 {
-    pthread_mutex_lock(&abandoned.lock);
+    pthread_mutex_lock(&hak_fork_locks.abandoned.mutex);
 }
 
 void hak_abandoned_unlock(void)
 {
-    pthread_mutex_unlock(&abandoned.lock);
+    pthread_mutex_unlock(&hak_fork_locks.abandoned.mutex);
 }

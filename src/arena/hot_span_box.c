@@ -1,5 +1,6 @@
 #include "hot_span_box.h"
 
+#include "../fork_locks.h"
 #include "../options.h"
 #include "../os.h"
 #include "../stats.h"
@@ -11,7 +12,6 @@
 #define MAX_HOT_PAGES HAK_ARENA_USABLE_PAGES
 
 struct hot_span_box {
-    pthread_mutex_t lock;
     size_t bytes;
     size_t spans;
     struct hak_slab *oldest; /* age order, through age_next/age_prev */
@@ -19,9 +19,12 @@ struct hot_span_box {
     struct hak_span_bins bins; /* the hottest of a length first */
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
-static struct hot_span_box boxes[HAK_MAX_NODES] = {
-    [0 ... HAK_MAX_NODES - 1] = {.lock = HAK_LOCK_INITIALIZER},
-};
+static struct hot_span_box boxes[HAK_MAX_NODES];
+
+static pthread_mutex_t *lock_of(const struct hot_span_box *box)
+{
+    return &hak_fork_locks.node[box - boxes].hot_span.mutex;
+}
 
 static size_t span_bytes(const struct hak_slab *span)
 {
@@ -157,7 +160,7 @@ struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages)
     if (pages > MAX_HOT_PAGES || !__atomic_load_n(&box->bytes, __ATOMIC_RELAXED))
         return NULL;
     uint64_t now = hak_os_now_ms();
-    pthread_mutex_lock(&box->lock);
+    pthread_mutex_lock(lock_of(box));
     struct hak_slab *span = hak_span_bins_fit(&box->bins, pages);
     if (span && span->pages > pages) {
         /* Under the lock (meta's comes after it): a span taken meanwhile
@@ -170,7 +173,7 @@ struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages)
     if (span)
         span->kind = HAK_SLAB_INVALID;
     struct hak_slab *evicted = collect_evictions(box, now);
-    pthread_mutex_unlock(&box->lock);
+    pthread_mutex_unlock(lock_of(box));
     release(evicted);
     if (span) {
         span->state = HAK_STATE_NONE;
@@ -238,7 +241,7 @@ void hak_hot_span_put(struct hak_slab *span)
     }
     struct hak_slab *drop[2] = {NULL, NULL};
     uint64_t now = hak_os_now_ms();
-    pthread_mutex_lock(&box->lock);
+    pthread_mutex_lock(lock_of(box));
     /* While it served blocks its pages mapped to the slab, to sentinels
      * (not carved yet, inside a block) or both; neighbours find a hot span
      * by any of its pages. */
@@ -250,7 +253,7 @@ void hak_hot_span_put(struct hak_slab *span)
     age_append(box, span);
     box->bytes += span_bytes(span);
     struct hak_slab *evicted = collect_evictions(box, now);
-    pthread_mutex_unlock(&box->lock);
+    pthread_mutex_unlock(lock_of(box));
     for (unsigned i = 0; i < 2; i++)
         if (drop[i])
             hak_span_desc_free(drop[i]);
@@ -269,11 +272,11 @@ size_t hak_hot_span_release_all(unsigned node)
     struct hot_span_box *box = &boxes[node];
     if (!__atomic_load_n(&box->bytes, __ATOMIC_RELAXED))
         return 0;
-    pthread_mutex_lock(&box->lock);
+    pthread_mutex_lock(lock_of(box));
     size_t bytes = box->bytes;
     /* No span is younger than the end of time. */
     struct hak_slab *evicted = collect_evictions(box, UINT64_MAX);
-    pthread_mutex_unlock(&box->lock);
+    pthread_mutex_unlock(lock_of(box));
     release(evicted);
     return bytes;
 }
@@ -281,11 +284,11 @@ size_t hak_hot_span_release_all(unsigned node)
 void hak_hot_span_lock_all(unsigned nodes)
 {
     for (unsigned i = 0; i < nodes; i++)
-        pthread_mutex_lock(&boxes[i].lock);
+        pthread_mutex_lock(&hak_fork_locks.node[i].hot_span.mutex);
 }
 
 void hak_hot_span_unlock_all(unsigned nodes)
 {
     for (unsigned i = 0; i < nodes; i++)
-        pthread_mutex_unlock(&boxes[i].lock);
+        pthread_mutex_unlock(&hak_fork_locks.node[i].hot_span.mutex);
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../fault.h"
+#include "../fork_locks.h"
 #include "../front/canary.h"
 #include "../harden.h"
 #include "../memcheck.h"
@@ -27,7 +28,6 @@
  * program does not reach it again, and a mapping unused for that long is
  * unmapped. */
 struct large_cache {
-    pthread_mutex_t lock;
     size_t bytes;
     unsigned count;
     uint64_t peak_ms;                     /* when peak last decayed */
@@ -38,8 +38,13 @@ struct large_cache {
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
 static struct large_cache caches[HAK_MAX_NODES] = {
-    [0 ... HAK_MAX_NODES - 1] = {.lock = HAK_LOCK_INITIALIZER, .written = true},
+    [0 ... HAK_MAX_NODES - 1] = {.written = true},
 };
+
+static pthread_mutex_t *lock_of(const struct large_cache *cache)
+{
+    return &hak_fork_locks.node[cache - caches].large.mutex;
+}
 
 static size_t round_to_page(size_t size)
 {
@@ -229,7 +234,7 @@ static void absorb_neighbours(struct hak_large *large, size_t total)
     struct large_cache *cache = &caches[large->head.node];
     if (!__atomic_load_n(&cache->count, __ATOMIC_RELAXED))
         return;
-    pthread_mutex_lock(&cache->lock);
+    pthread_mutex_lock(lock_of(cache));
     while (large->head.map_size < total) {
         int i = find_at(cache, (char *)large + large->head.map_size);
         if (i < 0)
@@ -244,7 +249,7 @@ static void absorb_neighbours(struct hak_large *large, size_t total)
         }
         merge(large, next);
     }
-    pthread_mutex_unlock(&cache->lock);
+    pthread_mutex_unlock(lock_of(cache));
 }
 
 /* Moves the pages of cached mappings into [from, to) of large, biggest
@@ -258,7 +263,7 @@ static void fill(struct hak_large *large, size_t from, size_t to)
     while (filled < to && __atomic_load_n(&cache->count, __ATOMIC_RELAXED)) {
         struct hak_large *piece = NULL;
         int found = -1;
-        pthread_mutex_lock(&cache->lock);
+        pthread_mutex_lock(lock_of(cache));
         for (unsigned i = 0; i < cache->count; i++) {
             size_t size = cache->slots[i]->head.map_size;
             if (size <= to - filled && (!piece || size > piece->head.map_size)) {
@@ -268,16 +273,16 @@ static void fill(struct hak_large *large, size_t from, size_t to)
         }
         if (piece)
             remove_slot(cache, (unsigned)found);
-        pthread_mutex_unlock(&cache->lock);
+        pthread_mutex_unlock(lock_of(cache));
         if (!piece)
             break;
         size_t size = piece->head.map_size;
         hak_page_map_clear(piece, size);
         if (!hak_os_move(piece, size, (char *)large + filled)) {
             hak_page_map_set(piece, size, &piece->head); /* the units' tables exist */
-            pthread_mutex_lock(&cache->lock);
+            pthread_mutex_lock(lock_of(cache));
             insert(cache, piece);
-            pthread_mutex_unlock(&cache->lock);
+            pthread_mutex_unlock(lock_of(cache));
             break;
         }
         hak_stat_node_map(node, -(int64_t)size);
@@ -345,7 +350,7 @@ static struct hak_large *reuse(unsigned node, size_t total, bool may_grow)
     struct hak_large *best = NULL, *biggest = NULL;
     unsigned best_at = 0, biggest_at = 0;
     struct hak_large *evicted[CACHE_SLOTS + 1];
-    pthread_mutex_lock(&cache->lock);
+    pthread_mutex_lock(lock_of(cache));
     unsigned evictions = trim(cache, hak_os_now_ms(), 0, evicted);
     /* Level 2's guard page ends every mapping: they are reused whole. */
     bool whole = hak_harden.guard_bytes;
@@ -375,7 +380,7 @@ static struct hak_large *reuse(unsigned node, size_t total, bool may_grow)
     } else if (may_grow && biggest) { /* none, when trim took them all */
         remove_slot(cache, biggest_at);
     }
-    pthread_mutex_unlock(&cache->lock);
+    pthread_mutex_unlock(lock_of(cache));
     unmap_all(evicted, evictions);
     struct hak_large *found = best ? best : may_grow ? biggest : NULL;
     if (found)
@@ -385,10 +390,10 @@ static struct hak_large *reuse(unsigned node, size_t total, bool may_grow)
         if (!grown) {
             /* Back, and a fresh mapping instead. */
             found->cached = true;
-            pthread_mutex_lock(&cache->lock);
+            pthread_mutex_lock(lock_of(cache));
             evictions = trim(cache, hak_os_now_ms(), 1, evicted);
             insert(cache, found);
-            pthread_mutex_unlock(&cache->lock);
+            pthread_mutex_unlock(lock_of(cache));
             unmap_all(evicted, evictions);
             return NULL;
         }
@@ -496,7 +501,7 @@ void hak_large_free(struct hak_large *large, void *ptr)
         hak_os_guard(block, large->usable);
     large->cached = true;
     large->freed_ms = now;
-    pthread_mutex_lock(&cache->lock);
+    pthread_mutex_lock(lock_of(cache));
     /* Coalesced with its cached neighbours, as one mapping to split again. */
     int next = hak_harden.guard_bytes ? -1 : find_at(cache, (char *)large + large->head.map_size);
     if (next >= 0) {
@@ -517,7 +522,7 @@ void hak_large_free(struct hak_large *large, void *ptr)
     unsigned evictions = trim(cache, now, 1, evicted);
     insert(cache, large);
     evictions += trim(cache, now, 0, evicted + evictions);
-    pthread_mutex_unlock(&cache->lock);
+    pthread_mutex_unlock(lock_of(cache));
     unmap_all(evicted, evictions);
 }
 
@@ -574,13 +579,13 @@ size_t hak_large_release_cached(unsigned node)
     struct hak_large *evicted[CACHE_SLOTS];
     if (!__atomic_load_n(&cache->count, __ATOMIC_RELAXED))
         return 0;
-    pthread_mutex_lock(&cache->lock);
+    pthread_mutex_lock(lock_of(cache));
     unsigned count = cache->count;
     size_t bytes = cache->bytes;
     memcpy(evicted, cache->slots, count * sizeof(evicted[0]));
     cache->count = 0;
     cache->bytes = 0;
-    pthread_mutex_unlock(&cache->lock);
+    pthread_mutex_unlock(lock_of(cache));
     unmap_all(evicted, count);
     return bytes;
 }
@@ -588,11 +593,11 @@ size_t hak_large_release_cached(unsigned node)
 void hak_large_lock_all(unsigned nodes)
 {
     for (unsigned i = 0; i < nodes; i++)
-        pthread_mutex_lock(&caches[i].lock);
+        pthread_mutex_lock(&hak_fork_locks.node[i].large.mutex);
 }
 
 void hak_large_unlock_all(unsigned nodes)
 {
     for (unsigned i = 0; i < nodes; i++)
-        pthread_mutex_unlock(&caches[i].lock);
+        pthread_mutex_unlock(&hak_fork_locks.node[i].large.mutex);
 }

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "../fork_locks.h"
 #include "../os.h"
 #include "../stats.h"
 
@@ -10,11 +11,10 @@
 
 /* Freed records by size class; bump allocation from the current region. */
 static struct meta_state {
-    pthread_mutex_t lock;
     void *free[META_SIZE_CLASSES];
     char *bump;
     char *bump_end;
-} meta = {.lock = HAK_LOCK_INITIALIZER};
+} meta;
 
 static unsigned size_class(size_t size)
 {
@@ -30,18 +30,18 @@ void *hak_meta_alloc(size_t size)
     if (cls >= META_SIZE_CLASSES)
         return NULL;
     size_t bytes = (size_t)HAK_CACHE_LINE << cls;
-    pthread_mutex_lock(&meta.lock);
+    pthread_mutex_lock(&hak_fork_locks.meta.mutex);
     void *obj = meta.free[cls];
     if (obj) {
         meta.free[cls] = *(void **)obj;
-        pthread_mutex_unlock(&meta.lock);
+        pthread_mutex_unlock(&hak_fork_locks.meta.mutex);
         memset(obj, 0, bytes);
         return obj;
     }
     if ((size_t)(meta.bump_end - meta.bump) < bytes) {
         char *region = hak_os_map_aligned(META_REGION, HAK_PAGE_SIZE);
         if (!region) {
-            pthread_mutex_unlock(&meta.lock);
+            pthread_mutex_unlock(&hak_fork_locks.meta.mutex);
             return NULL;
         }
         meta.bump = region;
@@ -52,7 +52,7 @@ void *hak_meta_alloc(size_t size)
     /* Regions are page-aligned: the record enters the pages up to its end. */
     uintptr_t entered = (((uintptr_t)meta.bump + HAK_PAGE_SIZE - 1) >> HAK_PAGE_SHIFT) -
                         (((uintptr_t)obj + HAK_PAGE_SIZE - 1) >> HAK_PAGE_SHIFT);
-    pthread_mutex_unlock(&meta.lock);
+    pthread_mutex_unlock(&hak_fork_locks.meta.mutex);
     hak_stat_pages_out(HAK_PAGES_SSM, entered, 0);
     return obj; /* fresh pages read as zeros */
 }
@@ -60,10 +60,10 @@ void *hak_meta_alloc(size_t size)
 void hak_meta_free(void *obj, size_t size)
 {
     unsigned cls = size_class(size);
-    pthread_mutex_lock(&meta.lock);
+    pthread_mutex_lock(&hak_fork_locks.meta.mutex);
     *(void **)obj = meta.free[cls];
     meta.free[cls] = obj;
-    pthread_mutex_unlock(&meta.lock);
+    pthread_mutex_unlock(&hak_fork_locks.meta.mutex);
 }
 
 struct hak_slab *hak_span_desc_alloc(void)
@@ -78,10 +78,10 @@ void hak_span_desc_free(struct hak_slab *desc)
 
 void hak_meta_lock(void)
 {
-    pthread_mutex_lock(&meta.lock);
+    pthread_mutex_lock(&hak_fork_locks.meta.mutex);
 }
 
 void hak_meta_unlock(void)
 {
-    pthread_mutex_unlock(&meta.lock);
+    pthread_mutex_unlock(&hak_fork_locks.meta.mutex);
 }

@@ -1,5 +1,6 @@
 #include "page_arena.h"
 
+#include "../fork_locks.h"
 #include "../harden.h"
 #include "../numa/binding.h"
 #include "../options.h"
@@ -17,16 +18,18 @@
 #define PROBE_EVERY 8
 
 struct page_arena {
-    pthread_mutex_t lock;
     uint32_t free_chunks;
     uint32_t chunks_made;
     void *probe;               /* the last chunk left to small pages (maybe unmapped since) */
     struct hak_span_bins bins; /* free spans */
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
-static struct page_arena arenas[HAK_MAX_NODES] = {
-    [0 ... HAK_MAX_NODES - 1] = {.lock = HAK_LOCK_INITIALIZER},
-};
+static struct page_arena arenas[HAK_MAX_NODES];
+
+static pthread_mutex_t *lock_of(const struct page_arena *arena)
+{
+    return &hak_fork_locks.node[arena - arenas].page_arena.mutex;
+}
 
 static struct hak_arena_chunk *chunk_of(const struct hak_slab *span)
 {
@@ -135,7 +138,7 @@ static bool split(struct page_arena *arena, struct hak_slab *span, uint32_t page
 struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
 {
     struct page_arena *arena = &arenas[node];
-    pthread_mutex_lock(&arena->lock);
+    pthread_mutex_lock(lock_of(arena));
     struct hak_slab *span = hak_span_bins_fit(&arena->bins, pages);
     if (span) {
         bin_remove(arena, span);
@@ -156,7 +159,7 @@ struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
         if (end > chunk->handed_out_pages)
             __atomic_store_n(&chunk->handed_out_pages, end, __ATOMIC_RELAXED);
     }
-    pthread_mutex_unlock(&arena->lock);
+    pthread_mutex_unlock(lock_of(arena));
     if (!span)
         return NULL;
     span->state = HAK_STATE_NONE;
@@ -201,7 +204,7 @@ void hak_page_arena_free(struct hak_slab *span)
     struct hak_slab *drop[2] = {NULL, NULL};
     atomic_store_explicit(&span->owner, NULL, memory_order_relaxed);
     span->state = HAK_STATE_POOL;
-    pthread_mutex_lock(&arena->lock);
+    pthread_mutex_lock(lock_of(arena));
     struct hak_slab *before = free_neighbour(chunk, span->first_page - 1);
     if (before) {
         bin_remove(arena, before);
@@ -223,7 +226,7 @@ void hak_page_arena_free(struct hak_slab *span)
         bin_insert(arena, span);
         arena->free_chunks += chunk_free;
     }
-    pthread_mutex_unlock(&arena->lock);
+    pthread_mutex_unlock(lock_of(arena));
     for (unsigned i = 0; i < 2; i++)
         if (drop[i])
             hak_span_desc_free(drop[i]);
@@ -236,7 +239,7 @@ size_t hak_page_arena_release_free(unsigned node)
     struct page_arena *arena = &arenas[node];
     struct hak_slab *whole = NULL;
     size_t bytes = 0;
-    pthread_mutex_lock(&arena->lock);
+    pthread_mutex_lock(lock_of(arena));
     struct hak_slab *span;
     while ((span = arena->bins.by_pages[HAK_ARENA_USABLE_PAGES])) {
         bin_remove(arena, span);
@@ -245,7 +248,7 @@ size_t hak_page_arena_release_free(unsigned node)
         bytes += HAK_ARENA_CHUNK_SIZE;
     }
     arena->free_chunks = 0;
-    pthread_mutex_unlock(&arena->lock);
+    pthread_mutex_unlock(lock_of(arena));
     while (whole) {
         span = whole;
         whole = span->next;
@@ -257,11 +260,11 @@ size_t hak_page_arena_release_free(unsigned node)
 void hak_page_arena_lock_all(unsigned nodes)
 {
     for (unsigned i = 0; i < nodes; i++)
-        pthread_mutex_lock(&arenas[i].lock);
+        pthread_mutex_lock(&hak_fork_locks.node[i].page_arena.mutex);
 }
 
 void hak_page_arena_unlock_all(unsigned nodes)
 {
     for (unsigned i = 0; i < nodes; i++)
-        pthread_mutex_unlock(&arenas[i].lock);
+        pthread_mutex_unlock(&hak_fork_locks.node[i].page_arena.mutex);
 }

@@ -1,12 +1,11 @@
 #include "page_map.h"
 
+#include "../fork_locks.h"
 #include "../numa/binding.h"
 #include "../numa/node.h"
 #include "../os.h"
 
 _Atomic(hak_map_leaf *) hak_page_map_top[1 << HAK_MAP_TOP_BITS];
-
-static pthread_mutex_t leaf_lock = HAK_LOCK_INITIALIZER;
 
 static hak_map_leaf *leaf_for(uintptr_t unit)
 {
@@ -14,14 +13,14 @@ static hak_map_leaf *leaf_for(uintptr_t unit)
     hak_map_leaf *leaf = atomic_load_explicit(&hak_page_map_top[top], memory_order_acquire);
     if (leaf)
         return leaf;
-    pthread_mutex_lock(&leaf_lock);
+    pthread_mutex_lock(&hak_fork_locks.page_map.mutex);
     leaf = atomic_load_explicit(&hak_page_map_top[top], memory_order_acquire);
     if (!leaf) {
         leaf = hak_os_map_aligned(sizeof(hak_map_leaf), HAK_PAGE_SIZE);
         if (leaf)
             atomic_store_explicit(&hak_page_map_top[top], leaf, memory_order_release);
     }
-    pthread_mutex_unlock(&leaf_lock);
+    pthread_mutex_unlock(&hak_fork_locks.page_map.mutex);
     return leaf;
 }
 
@@ -109,10 +108,10 @@ void hak_page_map_place_early_chunks(void)
 
 void hak_page_map_lock(void)
 {
-    pthread_mutex_lock(&leaf_lock);
+    pthread_mutex_lock(&hak_fork_locks.page_map.mutex);
 }
 
 void hak_page_map_unlock(void)
 {
-    pthread_mutex_unlock(&leaf_lock);
+    pthread_mutex_unlock(&hak_fork_locks.page_map.mutex);
 }

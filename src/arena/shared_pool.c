@@ -1,5 +1,6 @@
 #include "shared_pool.h"
 
+#include "../fork_locks.h"
 #include "../options.h"
 #include "../os.h"
 #include "superslab.h"
@@ -7,7 +8,6 @@
 #define MAX_SPARES 4
 
 struct shared_pool {
-    pthread_mutex_t lock;
     struct hak_superslab *with_free; /* SuperSlabs that have a free slab */
     /* Wholly free SuperSlabs kept mapped, oldest first, with when each
      * emptied: threads that come and go (a thread's slabs empty when it
@@ -19,9 +19,12 @@ struct shared_pool {
     unsigned spares;
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
-static struct shared_pool pools[HAK_MAX_NODES] = {
-    [0 ... HAK_MAX_NODES - 1] = {.lock = HAK_LOCK_INITIALIZER},
-};
+static struct shared_pool pools[HAK_MAX_NODES];
+
+static pthread_mutex_t *lock_of(const struct shared_pool *pool)
+{
+    return &hak_fork_locks.node[pool - pools].shared_pool.mutex;
+}
 
 static void link_with_free(struct shared_pool *pool, struct hak_superslab *ss)
 {
@@ -46,19 +49,19 @@ static void unlink_with_free(struct shared_pool *pool, struct hak_superslab *ss)
 struct hak_slab *hak_shared_pool_take(unsigned node)
 {
     struct shared_pool *pool = &pools[node];
-    pthread_mutex_lock(&pool->lock);
+    pthread_mutex_lock(lock_of(pool));
     struct hak_superslab *ss = pool->with_free;
     if (!ss && pool->spares) {
         ss = pool->spare[--pool->spares];
         link_with_free(pool, ss);
     }
     if (!ss) {
-        pthread_mutex_unlock(&pool->lock);
+        pthread_mutex_unlock(lock_of(pool));
         /* Mapping is slow; do it outside the lock. */
         ss = hak_superslab_create(node);
         if (!ss)
             return NULL;
-        pthread_mutex_lock(&pool->lock);
+        pthread_mutex_lock(lock_of(pool));
         link_with_free(pool, ss);
     }
     unsigned index = (unsigned)__builtin_ctz(ss->free_slabs);
@@ -66,7 +69,7 @@ struct hak_slab *hak_shared_pool_take(unsigned node)
     ss->used_slabs++;
     if (!ss->free_slabs)
         unlink_with_free(pool, ss);
-    pthread_mutex_unlock(&pool->lock);
+    pthread_mutex_unlock(lock_of(pool));
     struct hak_slab *slab = &ss->slabs[index];
     slab->state = HAK_STATE_NONE;
     return slab;
@@ -106,7 +109,7 @@ void hak_shared_pool_give(struct hak_slab *slab)
     slab->free_node = HAK_NO_NODE;
     slab->state = HAK_STATE_POOL;
     slab->end = slab->start; /* a stray free into it now fails validation */
-    pthread_mutex_lock(&pool->lock);
+    pthread_mutex_lock(lock_of(pool));
     if (!ss->free_slabs)
         link_with_free(pool, ss);
     ss->free_slabs |= 1u << hak_superslab_index(slab);
@@ -115,7 +118,7 @@ void hak_shared_pool_give(struct hak_slab *slab)
         unlink_with_free(pool, ss);
         unmaps = keep_spare(pool, ss, unmap);
     }
-    pthread_mutex_unlock(&pool->lock);
+    pthread_mutex_unlock(lock_of(pool));
     for (unsigned i = 0; i < unmaps; i++)
         hak_superslab_destroy(unmap[i]);
 }
@@ -140,7 +143,7 @@ size_t hak_shared_pool_release(unsigned node)
 {
     struct shared_pool *pool = &pools[node];
     struct hak_superslab *spare[MAX_SPARES];
-    pthread_mutex_lock(&pool->lock);
+    pthread_mutex_lock(lock_of(pool));
     unsigned spares = pool->spares;
     for (unsigned i = 0; i < spares; i++)
         spare[i] = pool->spare[i];
@@ -148,7 +151,7 @@ size_t hak_shared_pool_release(unsigned node)
     size_t bytes = 0;
     for (struct hak_superslab *ss = pool->with_free; ss; ss = (struct hak_superslab *)ss->head.next)
         bytes += decommit_free_slabs(ss);
-    pthread_mutex_unlock(&pool->lock);
+    pthread_mutex_unlock(lock_of(pool));
     for (unsigned i = 0; i < spares; i++) {
         hak_superslab_destroy(spare[i]);
         bytes += HAK_SUPERSLAB_SIZE;
@@ -159,11 +162,11 @@ size_t hak_shared_pool_release(unsigned node)
 void hak_shared_pool_lock_all(unsigned nodes)
 {
     for (unsigned i = 0; i < nodes; i++)
-        pthread_mutex_lock(&pools[i].lock);
+        pthread_mutex_lock(&hak_fork_locks.node[i].shared_pool.mutex);
 }
 
 void hak_shared_pool_unlock_all(unsigned nodes)
 {
     for (unsigned i = 0; i < nodes; i++)
-        pthread_mutex_unlock(&pools[i].lock);
+        pthread_mutex_unlock(&hak_fork_locks.node[i].shared_pool.mutex);
 }

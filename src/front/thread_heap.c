@@ -13,6 +13,7 @@
 #include "../arena/shared_pool.h"
 #include "../arena/slab.h"
 #include "../fault.h"
+#include "../fork_locks.h"
 #include "../harden.h"
 #include "../memcheck.h"
 #include "../numa/node.h"
@@ -40,11 +41,10 @@ static __thread bool heap_gone __attribute__((tls_model("initial-exec")));
 
 /* Live heaps, and the counters of heaps whose threads have exited. */
 static struct {
-    pthread_mutex_t lock;
     struct hak_heap *live;
     _Atomic unsigned count;
     struct hak_class_stats retired[HAK_NUM_CLASSES];
-} registry = {.lock = HAK_LOCK_INITIALIZER};
+} registry;
 
 /* ---- the heap's slab lists ---- */
 
@@ -451,13 +451,13 @@ static struct hak_heap *heap_create(void)
     heap->node = hak_numa_thread_node();
     if (hak_harden.memcheck)
         heap->quarantine = hak_quarantine_create();
-    pthread_mutex_lock(&registry.lock);
+    pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
     heap->next_live = registry.live;
     if (registry.live)
         registry.live->prev_live = heap;
     registry.live = heap;
     atomic_fetch_add_explicit(&registry.count, 1, memory_order_relaxed);
-    pthread_mutex_unlock(&registry.lock);
+    pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
     hak_tls.heap = heap;
     hak_tls.node = heap->node;
     pthread_setspecific(exit_key, heap);
@@ -1006,7 +1006,7 @@ void hak_heap_thread_exit(void *arg)
     hak_tls.heap = &hak_empty_heap;
     hak_tls.node = HAK_HEAPLESS_NODE;
     heap_gone = true;
-    pthread_mutex_lock(&registry.lock);
+    pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
     atomic_fetch_sub_explicit(&registry.count, 1, memory_order_relaxed);
     if (heap->prev_live)
         heap->prev_live->next_live = heap->next_live;
@@ -1016,7 +1016,7 @@ void hak_heap_thread_exit(void *arg)
         heap->next_live->prev_live = heap->prev_live;
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
         add_stats(&registry.retired[cls], heap, cls);
-    pthread_mutex_unlock(&registry.lock);
+    pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
     hak_meta_free(heap, sizeof(struct hak_heap));
 }
 
@@ -1027,7 +1027,7 @@ bool hak_heap_setup(void)
 
 void hak_heap_sum_stats(struct hak_class_stats totals[HAK_NUM_CLASSES])
 {
-    pthread_mutex_lock(&registry.lock);
+    pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         const struct hak_class_stats *r = &registry.retired[cls];
         totals[cls].allocs += r->allocs;
@@ -1041,7 +1041,7 @@ void hak_heap_sum_stats(struct hak_class_stats totals[HAK_NUM_CLASSES])
     for (struct hak_heap *heap = registry.live; heap; heap = heap->next_live)
         for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
             add_stats(&totals[cls], heap, cls);
-    pthread_mutex_unlock(&registry.lock);
+    pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
 }
 
 void hak_heap_usage(struct hak_heap_usage *usage)
@@ -1051,12 +1051,12 @@ void hak_heap_usage(struct hak_heap_usage *usage)
     hak_heap_sum_stats(totals);
     /* Other threads change their caches meanwhile: the figure is a
      * snapshot, not exact while they run. */
-    pthread_mutex_lock(&registry.lock);
+    pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
     for (struct hak_heap *heap = registry.live; heap; heap = heap->next_live)
         for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
             cached[cls] +=
                 heap->limit[cls] - __atomic_load_n(&heap->count[cls].room, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&registry.lock);
+    pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
     *usage = (struct hak_heap_usage){0};
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         int64_t live = totals[cls].blocks_held - (int64_t)cached[cls];
@@ -1069,10 +1069,10 @@ void hak_heap_usage(struct hak_heap_usage *usage)
 
 void hak_heap_registry_lock(void)
 {
-    pthread_mutex_lock(&registry.lock);
+    pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
 }
 
 void hak_heap_registry_unlock(void)
 {
-    pthread_mutex_unlock(&registry.lock);
+    pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
 }

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <time.h>
 
+#include "../fork_locks.h"
 #include "../options.h"
 #include "../os.h"
 #include "../print.h"
@@ -23,16 +24,15 @@
 #endif
 
 /* Taken where the node count changes, and by fork. */
-static pthread_mutex_t count_lock = HAK_LOCK_INITIALIZER;
 
 void hak_numa_count_lock(void)
 {
-    pthread_mutex_lock(&count_lock);
+    pthread_mutex_lock(&hak_fork_locks.numa_count.mutex);
 }
 
 void hak_numa_count_unlock(void)
 {
-    pthread_mutex_unlock(&count_lock);
+    pthread_mutex_unlock(&hak_fork_locks.numa_count.mutex);
 }
 
 enum discovery_state {

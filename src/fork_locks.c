@@ -1,0 +1,15 @@
+#include "fork_locks.h"
+
+#define LOCK                                                                                       \
+    {                                                                                              \
+        .mutex = HAK_LOCK_INITIALIZER                                                              \
+    }
+
+struct hak_fork_locks hak_fork_locks __attribute__((aligned(HAK_PAGE_SIZE))) = {
+    .numa_count = LOCK,
+    .heap_registry = LOCK,
+    .abandoned = LOCK,
+    .meta = LOCK,
+    .page_map = LOCK,
+    .node = {[0 ... HAK_MAX_NODES - 1] = {LOCK, LOCK, LOCK, LOCK}},
+};

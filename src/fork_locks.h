@@ -1,0 +1,32 @@
+/* The locks fork holds (init.c), side by side: after every fork the parent
+ * and the child each write every page that holds one of them as they
+ * unlock it, a copy-on-write fault per page and process.  Spread over the
+ * modules' own state they took six pages with one node in use; here the
+ * global ones and the first fifteen nodes' share one. */
+#ifndef HAK_FORK_LOCKS_H
+#define HAK_FORK_LOCKS_H
+
+#include <pthread.h>
+
+#include "internal.h"
+
+/* A line each, so that threads taking different locks do not share one. */
+struct hak_lock {
+    pthread_mutex_t mutex;
+} __attribute__((aligned(HAK_CACHE_LINE)));
+
+struct hak_node_locks {
+    struct hak_lock shared_pool, hot_span, page_arena, large;
+};
+
+struct hak_fork_locks {
+    /* The nodes whose locks fork holds, written as it takes them: here, on
+     * the page fork writes anyway. */
+    unsigned nodes;
+    struct hak_lock numa_count, heap_registry, abandoned, meta, page_map;
+    struct hak_node_locks node[HAK_MAX_NODES];
+};
+
+extern struct hak_fork_locks hak_fork_locks;
+
+#endif
