@@ -1,8 +1,8 @@
 /* The hardening level (HAKMEM_HARDEN), fixed at start-up, and what it turns
  * on.  Level 1, the default, costs the fast paths nothing beyond the checks
  * themselves: the other modes are reached through a test the fast paths make
- * anyway.  A free reads its chunk's route (internal.h) where it would read
- * the chunk's kind; a malloc that finds its thread cache empty goes out of
+ * anyway.  A free finds its chunk's route in the page map's entry
+ * (arena/page_map.h), which it reads anyway; a malloc that finds its thread cache empty goes out of
  * line, and in checked mode the caches stay empty.
  *
  *   0  links stored plain, frees not checked on the fast path (the slow

@@ -61,6 +61,8 @@ static size_t usable_size(struct hak_chunk_head *chunk, void *ptr)
 {
     if (chunk->kind == HAK_CHUNK_LARGE) {
         struct hak_large *large = (struct hak_large *)chunk;
+        if (large->cached)
+            hak_fatal_note("use of a freed block:", ptr, "large block");
         if (ptr != hak_large_block(large))
             hak_fatal("pointer inside a large block", ptr);
         return hak_harden.checked ? large->requested : hak_large_usable(large);
@@ -140,7 +142,7 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
     struct hak_chunk_head *chunk = owner_of(ptr);
     if (!chunk)
         refuse_foreign("realloc of a pointer hakmem never handed out:", ptr);
-    if (chunk->kind == HAK_CHUNK_LARGE && size > HAK_L25_MAX) {
+    if (chunk->kind == HAK_CHUNK_LARGE) {
         struct hak_large *large = (struct hak_large *)chunk;
         void *resized = ptr == hak_large_block(large) ? hak_large_resize(large, size) : NULL;
         if (resized)

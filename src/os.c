@@ -53,10 +53,10 @@ void hak_os_advise_huge(void *addr, size_t size)
 size_t hak_os_resident_pages(void *addr, size_t size)
 {
     unsigned char vec[1024];
-    size_t pages = size / 4096, resident = 0;
+    size_t pages = size / HAK_PAGE_SIZE, resident = 0;
     for (size_t done = 0; done < pages;) {
         size_t batch = pages - done < sizeof(vec) ? pages - done : sizeof(vec);
-        if (mincore((char *)addr + done * 4096, batch * 4096, vec))
+        if (mincore((char *)addr + done * HAK_PAGE_SIZE, batch * HAK_PAGE_SIZE, vec))
             return 0;
         for (size_t i = 0; i < batch; i++)
             resident += vec[i] & 1;

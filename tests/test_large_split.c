@@ -14,6 +14,8 @@
  * left to grow, must not take one from the empty cache (it did, and the
  * cache's count wrapped around).
  *
+ * Growth: a block realloc made large grows by mremap, not by copies.
+ *
  * The program runs itself again with HAKMEM_DECAY_MS=50, so that the decay
  * takes a short sleep.
  */
@@ -81,6 +83,32 @@ static void grow_after_decay(void)
     }
 }
 
+/* A block that realloc made large (from 256 KiB) grows without moving
+ * again where the address space allows: it moved at every step. */
+static void grow_from_quarter_mib(void)
+{
+    char *block = malloc(opaque_size(260 * KiB));
+    if (block == NULL) {
+        hard_error("malloc(260 KiB) failed");
+    }
+    memset(block, 0x55, 260 * KiB);
+    int moves = 0;
+    for (size_t size = 276 * KiB; size <= 3 * MiB; size += 16 * KiB) {
+        char *grown = realloc(block, opaque_size(size));
+        if (grown == NULL) {
+            hard_error("realloc(%zu) failed", size);
+        }
+        moves += grown != block;
+        block = grown;
+    }
+    CHECK(block[260 * KiB - 1] == 0x55, "the grown block lost its contents");
+    /* Level 2 keeps a checked block's guard page, so it copies instead. */
+    const char *level = getenv("HAKMEM_HARDEN");
+    CHECK(moves <= 24 || (level != NULL && !strcmp(level, "2")),
+          "growing from 260 KiB to 3 MiB in 16 KiB steps moved the block %d times", moves);
+    free(block);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -91,5 +119,6 @@ int main(int argc, char **argv)
     }
     split_over_program_bytes();
     grow_after_decay();
+    grow_from_quarter_mib();
     return test_result("test_large_split");
 }

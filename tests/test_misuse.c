@@ -106,6 +106,31 @@ static void double_free_pooled_small(void)
     free(fault_ptr(blocks[0]));
 }
 
+/* realloc of a freed block: never resized in place (a freed large block
+ * lies in the cache, which splits, merges and moves mappings). */
+static void realloc_freed(size_t size, size_t new_size)
+{
+    char *block = must_malloc(size);
+    free(block);
+    tell("addr", block);
+    char *moved = realloc(fault_ptr(block), new_size);
+    free(moved);
+}
+
+/* Two adjacent large blocks freed merge into one cached mapping, whose head
+ * the first block's pointer then finds: a second free of it is still a
+ * double free. */
+static void double_free_merged_large(void)
+{
+    size_t size = 4 * MiB - PAGE_SIZE_4K;
+    char *first = must_malloc(size);
+    char *second = must_malloc(size);
+    free(first);
+    free(second);
+    tell("addr", first);
+    free(fault_ptr(first));
+}
+
 static void interior_free(size_t size, size_t offset)
 {
     char *block = must_malloc(size);
@@ -353,6 +378,12 @@ static void run_case(const char *name)
         write_after_free(L25_SIZE, PAGE_SIZE_4K);
     } else if (!strcmp(name, "write_after_free_large")) {
         write_after_free(LARGE_SIZE, 0);
+    } else if (!strcmp(name, "realloc_freed_large")) {
+        realloc_freed(4 * MiB, 64 * MiB);
+    } else if (!strcmp(name, "realloc_freed_small")) {
+        realloc_freed(40, 36);
+    } else if (!strcmp(name, "double_free_merged_large")) {
+        double_free_merged_large();
     } else if (!strcmp(name, "double_free_pooled_small")) {
         double_free_pooled_small();
     } else if (!strncmp(name, "double_free_after_another_", 26)) {
@@ -413,6 +444,10 @@ static const struct misuse_case cases[] = {
     {"double_free_l25", "2", SIGABRT, "double free of", "class L6"},
     {"double_free_large", "2", SIGABRT, "double free of", "large block"},
     {"double_free_pooled_small", "2", SIGABRT, "double free of", "class C7"},
+    {"realloc_freed_large", "1", SIGABRT, "realloc of a freed block:", "large block"},
+    {"realloc_freed_large", "2", SIGABRT, "realloc of a freed block:", "large block"},
+    {"realloc_freed_small", "2", SIGABRT, "realloc of a freed block:", "class C2"},
+    {"double_free_merged_large", "1", SIGABRT, "double free of", "large block"},
     {"interior_aligned_c6", "2", SIGABRT, "free of a pointer inside a block:", "class C6"},
     {"never_small_uncarved", "2", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"overflow_small", "2", SIGABRT, "heap overflow past block", "class C3"},

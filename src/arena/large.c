@@ -280,9 +280,13 @@ static void fill(struct hak_large *large, size_t from, size_t to)
         hak_page_map_clear(piece, size);
         if (!hak_os_move(piece, size, (char *)large + filled)) {
             hak_page_map_set(piece, size, &piece->head); /* the units' tables exist */
+            /* Other frees may have filled the cache meanwhile. */
+            struct hak_large *evicted[CACHE_SLOTS];
             pthread_mutex_lock(lock_of(cache));
+            unsigned evictions = trim(cache, hak_os_now_ms(), 1, evicted);
             insert(cache, piece);
             pthread_mutex_unlock(lock_of(cache));
+            unmap_all(evicted, evictions);
             break;
         }
         hak_stat_node_map(node, -(int64_t)size);
@@ -310,6 +314,8 @@ static struct hak_large *extend(struct hak_large *large, size_t total)
         hak_numa_bind((char *)large + old, total - old, node);
         advise((char *)large + old, total - old, node);
         if (!hak_page_map_set(large, total, &large->head)) {
+            /* The failed set cleared the block's own units too. */
+            hak_page_map_set(large, old, &large->head); /* the units' tables exist */
             hak_os_unmap((char *)large + old, total - old);
             return NULL;
         }
@@ -475,6 +481,10 @@ void hak_large_free(struct hak_large *large, void *ptr)
 {
     if (!hak_large_contains(large, ptr)) /* past the mapping, in its last 2 MiB unit */
         hak_fatal("free of a pointer hakmem never handed out:", ptr);
+    /* First: a freed block may have been merged into a cached neighbour,
+     * whose head its pointer now finds. */
+    if (large->cached)
+        hak_fatal_note("double free of", ptr, "large block");
     hak_memcheck_freelike(ptr);
     char *block = hak_large_block(large);
     if ((char *)ptr != block) {
@@ -483,8 +493,6 @@ void hak_large_free(struct hak_large *large, void *ptr)
             hak_fatal("free of a pointer hakmem never handed out:", ptr);
         hak_fatal_note("free of a pointer inside a block:", ptr, "large block");
     }
-    if (large->cached)
-        hak_fatal_note("double free of", ptr, "large block");
     if (hak_harden.checked)
         hak_canary_verify(ptr, large->requested, large->usable, "large block");
     count_live(large, -1);
@@ -528,6 +536,9 @@ void hak_large_free(struct hak_large *large, void *ptr)
 
 void *hak_large_resize(struct hak_large *large, size_t size)
 {
+    /* A freed one lies in the cache, which may split, merge or move it. */
+    if (large->cached)
+        hak_fatal_note("realloc of a freed block:", hak_large_block(large), "large block");
     size_t total = large->offset + round_to_page(size);
     if (total < size)
         return NULL;

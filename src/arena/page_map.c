@@ -37,7 +37,6 @@ static uintptr_t entry_for(struct hak_chunk_head *chunk, uintptr_t unit)
 
 static bool set_range(void *base, size_t size, struct hak_chunk_head *chunk)
 {
-
     uintptr_t first = (uintptr_t)base >> HAK_CHUNK_SHIFT;
     uintptr_t last = ((uintptr_t)base + size - 1) >> HAK_CHUNK_SHIFT;
     for (uintptr_t unit = first; unit <= last; unit++) {

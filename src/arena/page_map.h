@@ -59,8 +59,9 @@ static inline struct hak_slab *hak_unit_slab(uintptr_t entry, const void *ptr)
     return ((struct hak_slab *const *)entry)[page];
 }
 
-/* Maps [base, base + size) to chunk; base is 2 MiB aligned.  False when a
- * table could not be allocated. */
+/* Maps [base, base + size) to chunk; base is 2 MiB aligned.  The entry
+ * encodes chunk->route, so the head must be written first.  False when a
+ * table could not be allocated (and the range is then cleared). */
 bool hak_page_map_set(void *base, size_t size, struct hak_chunk_head *chunk);
 void hak_page_map_clear(void *base, size_t size);
 /* Once the topology is known: chunks mapped before it count as node 0's
