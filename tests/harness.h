@@ -4,6 +4,7 @@
 #ifndef HAKMEM_TESTS_HARNESS_H
 #define HAKMEM_TESTS_HARNESS_H
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -71,6 +72,24 @@ static inline int test_result(const char *name)
 
 /* Sizes and pointers travel through a volatile so that the compiler can
  * neither fold allocation calls nor warn about deliberately absurd sizes. */
+/* Reads fd to its end (a child's pipe) into buffer, NUL-terminated. */
+static inline size_t read_all(int fd, char *buffer, size_t size)
+{
+    size_t used = 0;
+    while (used + 1 < size) {
+        ssize_t got = read(fd, buffer + used, size - 1 - used);
+        if (got < 0 && errno == EINTR) {
+            continue;
+        }
+        if (got <= 0) {
+            break;
+        }
+        used += (size_t)got;
+    }
+    buffer[used] = 0;
+    return used;
+}
+
 static inline size_t opaque_size(size_t size)
 {
     volatile size_t hidden = size;

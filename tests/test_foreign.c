@@ -57,23 +57,6 @@ static void make_call(enum call call, void *ptr)
     }
 }
 
-static size_t read_all(int fd, char *buffer, size_t size)
-{
-    size_t used = 0;
-    while (used + 1 < size) {
-        ssize_t got = read(fd, buffer + used, size - 1 - used);
-        if (got < 0 && errno == EINTR) {
-            continue;
-        }
-        if (got <= 0) {
-            break;
-        }
-        used += (size_t)got;
-    }
-    buffer[used] = 0;
-    return used;
-}
-
 /* call(ptr) in a child: it must die of SIGABRT with hakmem's message. */
 static void expect_refused(const char *name, enum call call, void *ptr)
 {

@@ -467,23 +467,6 @@ static const struct misuse_case cases[] = {
     {"guard_large", "2", SIGSEGV, NULL, NULL},
 };
 
-static size_t read_all(int fd, char *buffer, size_t size)
-{
-    size_t used = 0;
-    while (used + 1 < size) {
-        ssize_t got = read(fd, buffer + used, size - 1 - used);
-        if (got < 0 && errno == EINTR) {
-            continue;
-        }
-        if (got <= 0) {
-            break;
-        }
-        used += (size_t)got;
-    }
-    buffer[used] = 0;
-    return used;
-}
-
 /* The value of "key=0x..." in the child's stdout, or NULL. */
 static const char *told(const char *out, const char *key, char value[32])
 {

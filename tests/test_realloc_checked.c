@@ -74,23 +74,6 @@ static void overflow_after_resize(size_t size)
 
 /* ---- the parent ---- */
 
-static size_t read_all(int fd, char *buffer, size_t size)
-{
-    size_t used = 0;
-    while (used + 1 < size) {
-        ssize_t got = read(fd, buffer + used, size - 1 - used);
-        if (got < 0 && errno == EINTR) {
-            continue;
-        }
-        if (got <= 0) {
-            break;
-        }
-        used += (size_t)got;
-    }
-    buffer[used] = 0;
-    return used;
-}
-
 /* Runs this program's PART at LEVEL; its stdout and stderr go to out. */
 static int run_part(const char *self, const char *part, const char *level, char *out,
                     size_t out_size)

@@ -46,6 +46,16 @@ void hak_heap_trim(void);
 /* Thread exit: empties the caches, hands back or abandons every slab. */
 void hak_heap_thread_exit(void *heap);
 
+/* One block more in the cache; true when it is full.  Room is counted down
+ * through the whole word, as malloc counts up: a 16-bit store before
+ * malloc's 64-bit load of the word would not be forwarded to it, a stall on
+ * every malloc after a free (fixed_size ran at 181M ops/s, not 250M).  Room
+ * is at least 1 here, so the word's upper half never borrows. */
+static inline bool hak_heap_count_free(struct hak_heap *heap, unsigned cls)
+{
+    return (uint16_t)--heap->count[cls].word == 0;
+}
+
 /* The cache's first block; block is heap->head[cls], not NULL. */
 static inline void *hak_heap_pop(struct hak_heap *heap, unsigned cls, void *block)
 {
@@ -88,7 +98,7 @@ static inline void hak_heap_free(struct hak_slab *slab, void *block)
     hak_block_tag_free(block);
     hak_link_set(block, heap->head[cls]);
     heap->head[cls] = block;
-    if (HAK_UNLIKELY(--heap->count[cls].room == 0))
+    if (HAK_UNLIKELY(hak_heap_count_free(heap, cls)))
         hak_heap_flush(heap, cls, slab);
 }
 
@@ -103,7 +113,7 @@ static inline void hak_heap_free_plain(struct hak_slab *slab, void *block)
     unsigned cls = slab->cls;
     hak_link_set_plain(block, heap->head[cls]);
     heap->head[cls] = block;
-    if (HAK_UNLIKELY(--heap->count[cls].room == 0))
+    if (HAK_UNLIKELY(hak_heap_count_free(heap, cls)))
         hak_heap_flush(heap, cls, slab);
 }
 
