@@ -833,7 +833,9 @@ bool hak_heap_resize_checked(struct hak_slab *slab, void *block, size_t size)
     if (slab->kind == HAK_SLAB_NODE_BLOCK)
         return false;
     check_block(slab, block);
-    if (hak_block_tagged_free(block))
+    /* Memcheck reports a freed block itself, and would report this read
+     * past a live block's requested bytes. */
+    if (!hak_harden.memcheck && hak_block_tagged_free(block))
         hak_fatal_note("realloc of a freed block:", block, class_note(note, slab->cls));
     size_t bytes = slab->block_size, need = size + HAK_CANARY_BYTES;
     if (need > bytes || need <= bytes / 2)
@@ -849,7 +851,7 @@ size_t hak_heap_requested_size(struct hak_slab *slab, void *block)
     if (slab->kind == HAK_SLAB_NODE_BLOCK)
         return hak_node_block_requested(slab, block);
     check_block(slab, block);
-    if (hak_block_tagged_free(block))
+    if (!hak_harden.memcheck && hak_block_tagged_free(block)) /* as above */
         hak_fatal_note("use of a freed block:", block, class_note(note, slab->cls));
     return hak_canary_check(block, slab->block_size, class_note(note, slab->cls));
 }
