@@ -12,8 +12,10 @@ void *hak_os_map_aligned(size_t size, size_t align);
 void hak_os_unmap(void *addr, size_t size);
 /* Asks for transparent huge pages over the range (before first touch). */
 void hak_os_advise_huge(void *addr, size_t size);
-/* How many pages of the range are resident; 0 where it is not mapped. */
-size_t hak_os_resident_pages(void *addr, size_t size);
+/* Whether at least half the range's pages are resident (the huge-page
+ * guesses of the PageArena and the large blocks); false where it is not
+ * mapped. */
+bool hak_os_mostly_resident(void *addr, size_t size);
 /* Gives the pages back; the range stays mapped and reads as zeros. */
 void hak_os_decommit(void *addr, size_t size);
 /* Guard pages (HAKMEM_HARDEN=2): any access to the range faults, until

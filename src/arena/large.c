@@ -105,8 +105,7 @@ static void note_written(struct hak_large *large)
 {
     if (!hak_options.huge_pages)
         return;
-    size_t pages = large->usable / HAK_PAGE_SIZE;
-    bool written = hak_os_resident_pages(hak_large_block(large), large->usable) * 2 >= pages;
+    bool written = hak_os_mostly_resident(hak_large_block(large), large->usable);
     __atomic_store_n(&caches[large->head.node].written, written, __ATOMIC_RELAXED);
 }
 

@@ -69,7 +69,7 @@ static bool want_huge_pages(struct page_arena *arena)
     if (!hak_options.huge_pages || chunks < HUGE_PAGES_AFTER_CHUNKS || !arena->probe ||
         arena->chunks_made % PROBE_EVERY == 0)
         return false;
-    return hak_os_resident_pages(arena->probe, HAK_ARENA_CHUNK_SIZE) * 2 >= HAK_ARENA_PAGES;
+    return hak_os_mostly_resident(arena->probe, HAK_ARENA_CHUNK_SIZE);
 }
 
 /* Under the arena's lock. */
