@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,6 +73,23 @@ static inline int test_result(const char *name)
 
 /* Sizes and pointers travel through a volatile so that the compiler can
  * neither fold allocation calls nor warn about deliberately absurd sizes. */
+/* Forks a child to commit a fault in: the child writes no core file and is
+ * killed after seconds, so that a fault neither litters nor hangs. */
+static inline pid_t fork_fault_child(unsigned seconds)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        hard_error("fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        alarm(seconds);
+    }
+    return pid;
+}
+
 /* Reads fd to its end (a child's pipe) into buffer, NUL-terminated. */
 static inline size_t read_all(int fd, char *buffer, size_t size)
 {

@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,15 +64,8 @@ static void expect_refused(const char *name, enum call call, void *ptr)
     if (pipe(err_pipe) != 0) {
         hard_error("pipe: %s", strerror(errno));
     }
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        hard_error("fork: %s", strerror(errno));
-    }
+    pid_t pid = fork_fault_child(60);
     if (pid == 0) {
-        struct rlimit no_core = {0, 0};
-        setrlimit(RLIMIT_CORE, &no_core);
-        alarm(60);
         dup2(err_pipe[1], STDERR_FILENO);
         close(err_pipe[0]);
         make_call(call, ptr);

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -493,16 +492,8 @@ static void run_child(const char *self, const struct misuse_case *c, int *status
     if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) {
         hard_error("pipe: %s", strerror(errno));
     }
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        hard_error("fork: %s", strerror(errno));
-    }
+    pid_t pid = fork_fault_child(60);
     if (pid == 0) {
-        /* No core files from the faults on purpose; no hang either. */
-        struct rlimit no_core = {0, 0};
-        setrlimit(RLIMIT_CORE, &no_core);
-        alarm(60);
         dup2(out_pipe[1], STDOUT_FILENO);
         dup2(err_pipe[1], STDERR_FILENO);
         close(out_pipe[0]);

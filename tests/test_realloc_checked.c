@@ -15,7 +15,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -82,15 +81,8 @@ static int run_part(const char *self, const char *part, const char *level, char 
     if (pipe(out_pipe) != 0) {
         hard_error("pipe: %s", strerror(errno));
     }
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        hard_error("fork: %s", strerror(errno));
-    }
+    pid_t pid = fork_fault_child(120);
     if (pid == 0) {
-        struct rlimit no_core = {0, 0};
-        setrlimit(RLIMIT_CORE, &no_core);
-        alarm(120);
         dup2(out_pipe[1], STDOUT_FILENO);
         dup2(out_pipe[1], STDERR_FILENO);
         close(out_pipe[0]);
