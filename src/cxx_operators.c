@@ -258,11 +258,10 @@ static HAK_NOINLINE void *new_uncached(size_t size)
 void *_Znwm(size_t size)
 {
     if (HAK_LIKELY(size <= HAK_SMALL_MAX)) {
-        struct hak_heap *heap = hak_tls.heap;
         unsigned cls = hak_small_class(size);
-        void *block = heap->head[cls];
+        void *block = hak_tls.head[cls];
         if (HAK_LIKELY(hak_heap_poppable(block)))
-            return hak_heap_pop(heap, cls, block);
+            return hak_heap_pop(cls, block);
     }
     return new_uncached(size);
 }

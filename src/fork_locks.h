@@ -27,6 +27,6 @@ struct hak_fork_locks {
     struct hak_node_locks node[HAK_MAX_NODES];
 };
 
-extern struct hak_fork_locks hak_fork_locks;
+extern struct hak_fork_locks hak_fork_locks HAK_SHARED;
 
 #endif

@@ -33,7 +33,7 @@ struct hak_harden {
     uint32_t guard_bytes; /* a page at level 2, else 0 */
 };
 
-extern struct hak_harden hak_harden;
+extern struct hak_harden hak_harden HAK_SHARED;
 
 /* From the options; called once by hak_init before any chunk exists. */
 void hak_harden_init(void);

@@ -62,6 +62,12 @@ static void fork_release(void)
     hak_numa_count_unlock();
 }
 
+static void fork_child(void)
+{
+    hak_heap_forget_other_threads();
+    fork_release();
+}
+
 static void init_once(void)
 {
     if (getauxval(AT_PAGESZ) != HAK_PAGE_SIZE)
@@ -74,7 +80,7 @@ static void init_once(void)
     if (!hak_heap_setup())
         hak_fatal("cannot create the thread-exit key", NULL);
     /* May allocate: the nested call sees initializing_here and goes on. */
-    pthread_atfork(fork_prepare, fork_release, fork_release);
+    pthread_atfork(fork_prepare, fork_release, fork_child);
 }
 
 void hak_init(void)

@@ -27,6 +27,10 @@
 #include <stdint.h>
 
 #define HAK_API __attribute__((visibility("default")))
+/* On every global one file defines and others use: -fvisibility=hidden
+ * covers definitions only, and without this the compiler reaches a global
+ * declared extern through the GOT, an instruction more at each use. */
+#define HAK_SHARED __attribute__((visibility("hidden")))
 #define HAK_LIKELY(x) __builtin_expect(!!(x), 1)
 #define HAK_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define HAK_NOINLINE __attribute__((noinline))
@@ -237,28 +241,13 @@ struct hak_slab_list {
     struct hak_slab *head;
 };
 
-/* A class's two fast-path counters in one word, which malloc bumps with one
- * add of HAK_COUNT_ALLOC + 1: the blocks the cache may still take before it
- * flushes half (room, the low 16 bits, which free counts down) and, above
- * them, the allocations served (stats).  Limits stay below
- * HAK_CACHE_LIMIT_MAX, so room never carries into the count. */
-union hak_class_count {
-    uint64_t word;
-    uint16_t room;
-};
-#define HAK_COUNT_ALLOC ((uint64_t)1 << 16)
+/* Cache capacities stay below this (room is 32 bits; batches are smaller). */
 #define HAK_CACHE_LIMIT_MAX 32768u
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "room is the low half of count");
 
-/* One per thread.  The fast paths touch head[] and count[] only: for the
- * small classes, one cache line each (seed 000: a bigger ring in one pool
- * pushed another pool's hot state out of L1 and cost 5%). */
+/* One per thread, made at its first refill; the fast paths never read it:
+ * what they need is in struct hak_thread, in TLS. */
 struct hak_heap {
-    /* Per-class cache of free blocks, linked through their first word. */
-    void *head[HAK_NUM_CLASSES];
-    union hak_class_count count[HAK_NUM_CLASSES] __attribute__((aligned(HAK_CACHE_LINE)));
-
-    /* Slow-path state. */
+    struct hak_thread *thread;          /* the owner's TLS: its caches, for stats */
     uint32_t limit[HAK_NUM_CLASSES];    /* cache capacity in blocks */
     uint32_t batch[HAK_NUM_CLASSES];    /* blocks the next refill adds */
     bool flushed_last[HAK_NUM_CLASSES]; /* the class last left the fast path to flush */
@@ -281,29 +270,45 @@ struct hak_heap {
     _Atomic(struct hak_slab *) delayed __attribute__((aligned(HAK_CACHE_LINE)));
 };
 
-/* The thread's heap and node, side by side in TLS: free() reads both.
+/* What the fast paths touch, in TLS: each field lies at a fixed offset from
+ * the thread pointer, with no pointer to load first (a heap pointer cost
+ * malloc and free a load and an add each).  head[] and room[] of the small
+ * classes take one cache line each (seed 000: a bigger ring in one pool
+ * pushed another pool's hot state out of L1 and cost 5%).
+ *
+ * room: the blocks a class's cache takes before it flushes, which free
+ * counts down and tests in one instruction; in its own word, as malloc
+ * counts it up in the same width (a narrower store before a wider load of
+ * the same word is not forwarded: a stall on every malloc after a free).
+ *
  * malloc compares *cpu_word, which the kernel rewrites whenever it moves the
  * thread to another CPU (rseq), with cpu, what it read there when it last
  * made sure that the caches hold blocks of the thread's node; on one node,
- * or without rseq, cpu_word points at a constant that always matches. */
+ * or without rseq, cpu_word points at a constant that always matches.
+ *
+ * Other threads read room[] and allocs[] (stats, mallinfo) through
+ * heap->thread while the heap is registered. */
 struct hak_thread {
+    void *head[HAK_NUM_CLASSES]; /* free blocks, linked through their first word */
+    uint32_t room[HAK_NUM_CLASSES];
+    uint64_t allocs[HAK_NUM_CLASSES]; /* mallocs served, for stats */
     struct hak_heap *heap;
     uint32_t node;
     int32_t cpu;
     const volatile int32_t *cpu_word;
 };
 
-/* Before a thread's first allocation its heap is this one: every cache is
- * empty and its node is HAK_HEAPLESS_NODE, so both fast paths fall through to the
- * slow ones without a separate check. */
-extern struct hak_heap hak_empty_heap;
-extern struct hak_slab hak_empty_slab;
+/* A thread's heap before its first allocation and after its exit: then its
+ * caches are empty and its node is HAK_HEAPLESS_NODE, so both fast paths
+ * fall through to the slow ones without a separate check. */
+extern struct hak_heap hak_empty_heap HAK_SHARED;
+extern struct hak_slab hak_empty_slab HAK_SHARED;
 /* The page table's entry for pages that hold no block start: chunk headers,
  * pages of a slab not carved yet (never handed out), and pages inside a
  * block bigger than a page (hak_interior_slab).  Both serve no blocks, so a
  * free there leaves the fast path. */
-extern struct hak_slab hak_invalid_slab;
-extern struct hak_slab hak_interior_slab;
+extern struct hak_slab hak_invalid_slab HAK_SHARED;
+extern struct hak_slab hak_interior_slab HAK_SHARED;
 
 void hak_init(void);
 

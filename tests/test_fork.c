@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -32,6 +33,7 @@ enum child_status {
     CHILD_CORRUPTION = 3,
     CHILD_THREAD_FAILED = 4,
     CHILD_TOO_MANY_FAULTS = 5,
+    CHILD_BAD_MALLINFO = 6,
 };
 
 /* Blocks published by the workers: the first word holds the size, the rest
@@ -160,11 +162,22 @@ static int child_main(void)
         }
     }
 
-    pthread_t thread;
-    void *thread_result;
-    if (pthread_create(&thread, NULL, run_child_thread, NULL) != 0 ||
-        pthread_join(thread, &thread_result) != 0 || thread_result != NULL) {
-        return CHILD_THREAD_FAILED;
+    /* In the child glibc takes the parent's other threads' stacks, their
+     * TLS included, into its cache of stacks, which main() keeps empty: the
+     * first thread to end unmaps them.  mallinfo must read none of the
+     * caches those threads left there (their heaps leave the registry at
+     * the fork), or it crashes. */
+    for (int i = 0; i < WORKERS + 1; i++) {
+        pthread_t thread;
+        void *thread_result;
+        if (pthread_create(&thread, NULL, run_child_thread, NULL) != 0 ||
+            pthread_join(thread, &thread_result) != 0 || thread_result != NULL) {
+            return CHILD_THREAD_FAILED;
+        }
+    }
+    struct mallinfo2 info = mallinfo2();
+    if (info.uordblks > 256 * MiB || info.fordblks > 256 * MiB) {
+        return CHILD_BAD_MALLINFO;
     }
     return CHILD_OK;
 }
@@ -180,13 +193,21 @@ static const char *describe_child_status(int code)
         return "a thread in the child could not allocate";
     case CHILD_TOO_MANY_FAULTS:
         return "the fork cost the child too many minor faults before its first statement";
+    case CHILD_BAD_MALLINFO:
+        return "mallinfo2 in the child counted hundreds of MiB in use or free";
     default:
         return "unexpected exit status";
     }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argc;
+    if (getenv("GLIBC_TUNABLES") == NULL) {
+        setenv("GLIBC_TUNABLES", "glibc.pthread.stack_cache_size=0", 1);
+        execv("/proc/self/exe", argv);
+        hard_error("cannot run %s again", argv[0]);
+    }
     pthread_t workers[WORKERS];
 
     for (int i = 0; i < WORKERS; i++) {

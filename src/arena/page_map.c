@@ -5,20 +5,45 @@
 #include "../numa/node.h"
 #include "../os.h"
 
-_Atomic(hak_map_leaf *) hak_page_map_top[1 << HAK_MAP_TOP_BITS];
+_Atomic uintptr_t hak_page_map_top[1 << HAK_MAP_TOP_BITS];
+
+/* What page_map.h's biases take off a leaf's address and a page table's. */
+static uintptr_t leaf_bias(uintptr_t top)
+{
+    return (top << HAK_MAP_LEAF_BITS) * sizeof(uintptr_t);
+}
+
+static uintptr_t table_bias(uintptr_t unit)
+{
+    return (unit << (HAK_CHUNK_SHIFT - HAK_PAGE_SHIFT)) * sizeof(struct hak_slab *);
+}
+
+/* The leaf of units top << HAK_MAP_LEAF_BITS on, or NULL. */
+static hak_map_leaf *leaf_at(uintptr_t top)
+{
+    uintptr_t biased = atomic_load_explicit(&hak_page_map_top[top], memory_order_acquire);
+    return biased ? (hak_map_leaf *)(biased + leaf_bias(top)) : NULL;
+}
 
 static hak_map_leaf *leaf_for(uintptr_t unit)
 {
     uintptr_t top = unit >> HAK_MAP_LEAF_BITS;
-    hak_map_leaf *leaf = atomic_load_explicit(&hak_page_map_top[top], memory_order_acquire);
+    hak_map_leaf *leaf = leaf_at(top);
     if (leaf)
         return leaf;
     pthread_mutex_lock(&hak_fork_locks.page_map.mutex);
-    leaf = atomic_load_explicit(&hak_page_map_top[top], memory_order_acquire);
+    leaf = leaf_at(top);
     if (!leaf) {
         leaf = hak_os_map_aligned(sizeof(hak_map_leaf), HAK_PAGE_SIZE);
+        if (leaf && (uintptr_t)leaf == leaf_bias(top)) {
+            /* Its top entry would be 0, no leaf: take another. */
+            hak_map_leaf *other = hak_os_map_aligned(sizeof(hak_map_leaf), HAK_PAGE_SIZE);
+            hak_os_unmap(leaf, sizeof(hak_map_leaf));
+            leaf = other;
+        }
         if (leaf)
-            atomic_store_explicit(&hak_page_map_top[top], leaf, memory_order_release);
+            atomic_store_explicit(&hak_page_map_top[top], (uintptr_t)leaf - leaf_bias(top),
+                                  memory_order_release);
     }
     pthread_mutex_unlock(&hak_fork_locks.page_map.mutex);
     return leaf;
@@ -32,7 +57,7 @@ static uintptr_t entry_for(struct hak_chunk_head *chunk, uintptr_t unit)
     if (chunk->route != HAK_ROUTE_FAST)
         return (uintptr_t)chunk | HAK_MAP_ROUTED;
     size_t first_page = ((unit << HAK_CHUNK_SHIFT) - (uintptr_t)chunk) >> HAK_PAGE_SHIFT;
-    return (uintptr_t) & ((struct hak_chunk *)chunk)->page_slab[first_page];
+    return (uintptr_t) & ((struct hak_chunk *)chunk)->page_slab[first_page] - table_bias(unit);
 }
 
 static bool set_range(void *base, size_t size, struct hak_chunk_head *chunk)
@@ -40,10 +65,7 @@ static bool set_range(void *base, size_t size, struct hak_chunk_head *chunk)
     uintptr_t first = (uintptr_t)base >> HAK_CHUNK_SHIFT;
     uintptr_t last = ((uintptr_t)base + size - 1) >> HAK_CHUNK_SHIFT;
     for (uintptr_t unit = first; unit <= last; unit++) {
-        hak_map_leaf *leaf =
-            chunk ? leaf_for(unit)
-                  : atomic_load_explicit(&hak_page_map_top[unit >> HAK_MAP_LEAF_BITS],
-                                         memory_order_acquire);
+        hak_map_leaf *leaf = chunk ? leaf_for(unit) : leaf_at(unit >> HAK_MAP_LEAF_BITS);
         if (!leaf)
             return false;
         atomic_store_explicit(&(*leaf)[unit & ((1u << HAK_MAP_LEAF_BITS) - 1)],
@@ -68,8 +90,7 @@ void hak_page_map_clear(void *base, size_t size)
 static void for_each_chunk(void (*visit)(struct hak_chunk_head *chunk))
 {
     for (uintptr_t top = 0; top < (1u << HAK_MAP_TOP_BITS); top++) {
-        hak_map_leaf *leaf = atomic_load_explicit(&hak_page_map_top[top], memory_order_acquire);
-        if (!leaf)
+        if (!leaf_at(top))
             continue;
         for (uintptr_t i = 0; i < (1u << HAK_MAP_LEAF_BITS); i++) {
             uintptr_t unit_base = ((top << HAK_MAP_LEAF_BITS) | i) << HAK_CHUNK_SHIFT;

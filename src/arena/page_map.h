@@ -11,18 +11,24 @@
 #define HAK_MAP_TOP_BITS (HAK_MAP_ADDRESS_BITS - HAK_CHUNK_SHIFT - HAK_MAP_LEAF_BITS)
 
 /* An entry says how free() treats the 2 MiB unit.  For a chunk whose blocks
- * take the level-1 fast route (chunk->route is HAK_ROUTE_FAST) it is the
- * address of the chunk's page table entry for the unit's first page, so
- * that the page's slab is one load away, by the page's index in the unit
- * (hak_unit_slab) and with no load of the chunk's head; such an entry is
- * positive.  Any other chunk's entry is its address with HAK_MAP_ROUTED
- * set, which makes it negative, and memory hakmem does not own has 0: one
- * test (entry <= 0) sends both off the fast path. */
+ * take the level-1 fast route (chunk->route is HAK_ROUTE_FAST) it points at
+ * the chunk's page table, so that a page's slab is one load away with no
+ * load of the chunk's head: it is the address of the table's entry for the
+ * unit's first page less 8 bytes for every page below the unit, so that the
+ * table is indexed by the page's number in the address space, with no mask
+ * (hak_unit_slab); such an entry is positive.  Any other chunk's entry is
+ * its address with HAK_MAP_ROUTED set, which makes it negative, and memory
+ * hakmem does not own has 0: one test (entry <= 0) sends both off the fast
+ * path.
+ *
+ * A top entry is its leaf's address less 8 bytes for every unit below the
+ * leaf's first, so that a leaf too is indexed by the whole unit number; 0
+ * for no leaf (page_map.c keeps a leaf from where that would read as 0). */
 #define HAK_MAP_ROUTED ((uintptr_t)1 << 63)
 
 typedef _Atomic(uintptr_t) hak_map_leaf[1 << HAK_MAP_LEAF_BITS];
 
-extern _Atomic(hak_map_leaf *) hak_page_map_top[1 << HAK_MAP_TOP_BITS];
+extern _Atomic uintptr_t hak_page_map_top[1 << HAK_MAP_TOP_BITS] HAK_SHARED;
 
 static inline uintptr_t hak_page_map_entry(const void *ptr)
 {
@@ -30,11 +36,18 @@ static inline uintptr_t hak_page_map_entry(const void *ptr)
     uintptr_t top = unit >> HAK_MAP_LEAF_BITS;
     if (HAK_UNLIKELY(top >= (1u << HAK_MAP_TOP_BITS)))
         return 0;
-    hak_map_leaf *leaf = atomic_load_explicit(&hak_page_map_top[top], memory_order_relaxed);
+    uintptr_t leaf = atomic_load_explicit(&hak_page_map_top[top], memory_order_relaxed);
     if (HAK_UNLIKELY(!leaf))
         return 0;
-    return atomic_load_explicit(&(*leaf)[unit & ((1u << HAK_MAP_LEAF_BITS) - 1)],
+    return atomic_load_explicit((_Atomic uintptr_t *)(leaf + unit * sizeof(uintptr_t)),
                                 memory_order_relaxed);
+}
+
+/* The page-table address a fast chunk's entry for ptr's unit encodes. */
+static inline uintptr_t hak_unit_page_table(uintptr_t entry, const void *ptr)
+{
+    uintptr_t unit_page = ((uintptr_t)ptr >> HAK_CHUNK_SHIFT) << (HAK_CHUNK_SHIFT - HAK_PAGE_SHIFT);
+    return entry + unit_page * sizeof(struct hak_slab *);
 }
 
 static inline struct hak_chunk_head *hak_page_map_lookup(const void *ptr)
@@ -42,7 +55,8 @@ static inline struct hak_chunk_head *hak_page_map_lookup(const void *ptr)
     uintptr_t entry = hak_page_map_entry(ptr);
     if ((intptr_t)entry <= 0)
         return (struct hak_chunk_head *)(entry & ~HAK_MAP_ROUTED);
-    return (struct hak_chunk_head *)(entry & ~(HAK_CHUNK_SIZE - 1)); /* chunks are aligned */
+    /* The table lies in the chunk's first unit; chunks are aligned. */
+    return (struct hak_chunk_head *)(hak_unit_page_table(entry, ptr) & ~(HAK_CHUNK_SIZE - 1));
 }
 
 /* The slab of a block in a SuperSlab or arena chunk. */
@@ -55,8 +69,8 @@ static inline struct hak_slab *hak_chunk_slab(struct hak_chunk_head *chunk, cons
 /* The same from a fast chunk's entry for ptr's unit. */
 static inline struct hak_slab *hak_unit_slab(uintptr_t entry, const void *ptr)
 {
-    size_t page = ((uintptr_t)ptr >> HAK_PAGE_SHIFT) & (HAK_CHUNK_SIZE / HAK_PAGE_SIZE - 1);
-    return ((struct hak_slab *const *)entry)[page];
+    return *(struct hak_slab *const *)(entry + ((uintptr_t)ptr >> HAK_PAGE_SHIFT) *
+                                                   sizeof(struct hak_slab *));
 }
 
 /* Maps [base, base + size) to chunk; base is 2 MiB aligned.  The entry

@@ -16,7 +16,7 @@ struct hak_link_keys {
     uintptr_t canary; /* checked mode: front/canary.h */
 };
 
-extern struct hak_link_keys hak_link_keys;
+extern struct hak_link_keys hak_link_keys HAK_SHARED;
 
 /* From the kernel's per-exec random bytes; called once by hak_init. */
 void hak_block_link_init(void);

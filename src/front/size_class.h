@@ -5,12 +5,12 @@
 #include "../internal.h"
 
 /* Small classes by (size + 7) / 8, for sizes up to 1 KiB. */
-extern const uint8_t hak_small_class_of[HAK_SMALL_MAX / 8 + 1];
-extern const uint32_t hak_class_size[HAK_NUM_CLASSES];
+extern const uint8_t hak_small_class_of[HAK_SMALL_MAX / 8 + 1] HAK_SHARED;
+extern const uint32_t hak_class_size[HAK_NUM_CLASSES] HAK_SHARED;
 /* For hak_class_divides (size_class.c). */
-extern const uint64_t hak_class_divide_magic[HAK_NUM_CLASSES];
+extern const uint64_t hak_class_divide_magic[HAK_NUM_CLASSES] HAK_SHARED;
 /* Bytes of the span a Mid or L25 slab of the class occupies. */
-extern const uint32_t hak_class_span_bytes[HAK_NUM_CLASSES];
+extern const uint32_t hak_class_span_bytes[HAK_NUM_CLASSES] HAK_SHARED;
 
 static inline unsigned hak_small_class(size_t size)
 {

@@ -351,7 +351,7 @@ static void set_limit(struct hak_heap *heap, unsigned cls, uint32_t limit)
 {
     heap->small_cache_bytes -= (uint64_t)heap->limit[cls] * hak_class_size[cls];
     heap->small_cache_bytes += (uint64_t)limit * hak_class_size[cls];
-    heap->count[cls].room += limit - heap->limit[cls];
+    heap->thread->room[cls] += limit - heap->limit[cls];
     heap->limit[cls] = limit;
 }
 
@@ -362,16 +362,16 @@ static void shrink_idle(struct hak_heap *heap, unsigned cls)
     for (unsigned other = 0; other < HAK_SMALL_CLASSES; other++) {
         uint32_t base = cache_limit(other);
         if (other != cls && heap->limit[other] > base &&
-            heap->head[other] == heap->seen_head[other] &&
-            heap->count[other].room == heap->seen_room[other]) {
-            void *list = heap->head[other];
-            heap->head[other] = NULL;
-            heap->count[other].room = heap->limit[other];
+            heap->thread->head[other] == heap->seen_head[other] &&
+            heap->thread->room[other] == heap->seen_room[other]) {
+            void *list = heap->thread->head[other];
+            heap->thread->head[other] = NULL;
+            heap->thread->room[other] = heap->limit[other];
             set_limit(heap, other, base);
             flush_list(heap, list);
         }
-        heap->seen_head[other] = heap->head[other];
-        heap->seen_room[other] = heap->count[other].room;
+        heap->seen_head[other] = heap->thread->head[other];
+        heap->seen_room[other] = heap->thread->room[other];
     }
 }
 
@@ -440,10 +440,11 @@ static struct hak_heap *heap_create(void)
     struct hak_heap *heap = hak_meta_alloc(sizeof(struct hak_heap));
     if (!heap)
         return NULL;
+    heap->thread = &hak_tls;
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         heap->cur[cls] = &hak_empty_slab;
         heap->limit[cls] = cache_limit(cls);
-        heap->count[cls].room = heap->limit[cls];
+        heap->thread->room[cls] = heap->limit[cls];
         heap->batch[cls] = first_batch(heap->limit[cls], cls);
         if (hak_class_is_small(cls))
             heap->small_cache_bytes += (uint64_t)heap->limit[cls] * hak_class_size[cls];
@@ -576,7 +577,7 @@ static void *alloc_checked(struct hak_heap *heap, unsigned cls, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    heap->count[fit].word += HAK_COUNT_ALLOC;
+    heap->thread->allocs[fit]++;
     struct hak_slab *slab = heap->cur[fit]; /* take_blocks' */
     if (quarantine_pages(slab))
         hak_os_unguard((char *)block + HAK_PAGE_SIZE, slab->block_size - HAK_PAGE_SIZE);
@@ -587,8 +588,9 @@ static void *alloc_checked(struct hak_heap *heap, unsigned cls, size_t size)
     return block;
 }
 
-void *hak_heap_refill(struct hak_heap *heap, unsigned cls, size_t size)
+void *hak_heap_refill(size_t size, unsigned cls)
 {
+    struct hak_heap *heap = hak_tls.heap;
     if (heap == &hak_empty_heap) {
         heap = heap_create();
         if (!heap) {
@@ -601,9 +603,9 @@ void *hak_heap_refill(struct hak_heap *heap, unsigned cls, size_t size)
         maybe_discover_topology();
     follow_cpu(heap);
     /* Not empty after a move to another CPU of the same node. */
-    void *cached = heap->head[cls];
+    void *cached = heap->thread->head[cls];
     if (cached)
-        return hak_heap_pop(heap, cls, cached);
+        return hak_heap_pop(cls, cached);
     if (atomic_load_explicit(&heap->delayed, memory_order_relaxed))
         drain_delayed(heap);
     if (HAK_UNLIKELY(hak_harden.checked))
@@ -629,9 +631,9 @@ void *hak_heap_refill(struct hak_heap *heap, unsigned cls, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    heap->head[cls] = hak_link_get(block);
-    heap->count[cls].room -= taken - 1;
-    heap->count[cls].word += HAK_COUNT_ALLOC;
+    heap->thread->head[cls] = hak_link_get(block);
+    heap->thread->room[cls] -= taken - 1;
+    heap->thread->allocs[cls]++;
     hak_block_untag(block);
     return block;
 }
@@ -694,14 +696,15 @@ static __attribute__((noreturn, cold)) void refuse_cached(struct hak_slab *slab,
  * in runs of two or three.  A slab this heap owns serves blocks; the block
  * passed the fast path's alignment check, and here check_block's exact
  * one. */
-void hak_heap_flush(struct hak_heap *heap, unsigned cls, struct hak_slab *slab)
+void hak_heap_flush(struct hak_slab *slab, unsigned cls)
 {
+    struct hak_heap *heap = hak_tls.heap;
     if (HAK_UNLIKELY(!heap->flushed_last[cls] ||
                      atomic_load_explicit(&slab->owner, memory_order_relaxed) != heap)) {
         flush_half(heap, cls);
         return;
     }
-    char *block = heap->head[cls];
+    char *block = heap->thread->head[cls];
     if (HAK_UNLIKELY(block < slab->start || block >= slab->carve ||
                      !hak_class_divides(cls, (uint32_t)(block - slab->start))))
         refuse_cached(slab, block);
@@ -711,8 +714,8 @@ void hak_heap_flush(struct hak_heap *heap, unsigned cls, struct hak_slab *slab)
         hak_fatal_corrupted_link(block);
         return;
     }
-    heap->head[cls] = (void *)next;
-    heap->count[cls].room = 1;
+    heap->thread->head[cls] = (void *)next;
+    heap->thread->room[cls] = 1;
     heap->stats[cls].flushes++;
     heap->stats[cls].blocks_held--;
     hak_link_set(block, slab->free);
@@ -735,16 +738,16 @@ static void flush_half(struct hak_heap *heap, unsigned cls)
     heap->stats[cls].flushes++;
     void *list;
     if (keep == 0) {
-        list = heap->head[cls];
-        heap->head[cls] = NULL;
+        list = heap->thread->head[cls];
+        heap->thread->head[cls] = NULL;
     } else {
-        void *last = heap->head[cls];
+        void *last = heap->thread->head[cls];
         for (uint32_t i = 1; i < keep; i++)
             last = hak_link_get(last);
         list = hak_link_get(last);
         hak_link_set(last, NULL);
     }
-    heap->count[cls].room = heap->limit[cls] - keep;
+    heap->thread->room[cls] = heap->limit[cls] - keep;
     flush_list(heap, list);
 }
 
@@ -859,7 +862,7 @@ size_t hak_heap_requested_size(struct hak_slab *slab, void *block)
 static void add_stats(struct hak_class_stats *total, const struct hak_heap *heap, unsigned cls)
 {
     const struct hak_class_stats *s = &heap->stats[cls];
-    total->allocs += heap->count[cls].word / HAK_COUNT_ALLOC;
+    total->allocs += heap->thread->allocs[cls];
     total->refills += s->refills;
     total->flushes += s->flushes;
     total->slabs_in += s->slabs_in;
@@ -873,9 +876,9 @@ static void add_stats(struct hak_class_stats *total, const struct hak_heap *heap
 static void flush_all(struct hak_heap *heap)
 {
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
-        void *list = heap->head[cls];
-        heap->head[cls] = NULL;
-        heap->count[cls].room = heap->limit[cls];
+        void *list = heap->thread->head[cls];
+        heap->thread->head[cls] = NULL;
+        heap->thread->room[cls] = heap->limit[cls];
         flush_list(heap, list);
     }
 }
@@ -1000,6 +1003,21 @@ void hak_heap_follow_thread_node(void)
     follow_cpu(heap);
 }
 
+/* Takes heap off the registry, its counters into the retired ones; the
+ * registry is locked. */
+static void unregister(struct hak_heap *heap)
+{
+    atomic_fetch_sub_explicit(&registry.count, 1, memory_order_relaxed);
+    if (heap->prev_live)
+        heap->prev_live->next_live = heap->next_live;
+    else
+        registry.live = heap->next_live;
+    if (heap->next_live)
+        heap->next_live->prev_live = heap->prev_live;
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
+        add_stats(&registry.retired[cls], heap, cls);
+}
+
 void hak_heap_thread_exit(void *arg)
 {
     struct hak_heap *heap = arg;
@@ -1013,17 +1031,20 @@ void hak_heap_thread_exit(void *arg)
     hak_tls.node = HAK_HEAPLESS_NODE;
     heap_gone = true;
     pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
-    atomic_fetch_sub_explicit(&registry.count, 1, memory_order_relaxed);
-    if (heap->prev_live)
-        heap->prev_live->next_live = heap->next_live;
-    else
-        registry.live = heap->next_live;
-    if (heap->next_live)
-        heap->next_live->prev_live = heap->prev_live;
-    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
-        add_stats(&registry.retired[cls], heap, cls);
+    unregister(heap);
+    /* A heap made for a later destructor's malloc counts from zero. */
+    memset(hak_tls.allocs, 0, sizeof(hak_tls.allocs));
     pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
     hak_meta_free(heap, sizeof(struct hak_heap));
+}
+
+void hak_heap_forget_other_threads(void)
+{
+    for (struct hak_heap *heap = registry.live, *next; heap; heap = next) {
+        next = heap->next_live;
+        if (heap != hak_tls.heap)
+            unregister(heap);
+    }
 }
 
 bool hak_heap_setup(void)
@@ -1061,7 +1082,7 @@ void hak_heap_usage(struct hak_heap_usage *usage)
     for (struct hak_heap *heap = registry.live; heap; heap = heap->next_live)
         for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
             cached[cls] +=
-                heap->limit[cls] - __atomic_load_n(&heap->count[cls].room, __ATOMIC_RELAXED);
+                heap->limit[cls] - __atomic_load_n(&heap->thread->room[cls], __ATOMIC_RELAXED);
     pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
     *usage = (struct hak_heap_usage){0};
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {

@@ -14,14 +14,14 @@
 #include "block_link.h"
 #include "size_class.h"
 
-extern __thread struct hak_thread hak_tls __attribute__((tls_model("initial-exec")));
+extern __thread struct hak_thread hak_tls __attribute__((tls_model("initial-exec"))) HAK_SHARED;
 
 /* A block of class cls (or, in checked mode, of a class that also fits
  * size and a canary) when the cache is empty or the thread has moved to
  * another CPU. */
-void *hak_heap_refill(struct hak_heap *heap, unsigned cls, size_t size);
+void *hak_heap_refill(size_t size, unsigned cls);
 /* The cache of cls is full; its first block, just freed, is slab's. */
-void hak_heap_flush(struct hak_heap *heap, unsigned cls, struct hak_slab *slab);
+void hak_heap_flush(struct hak_slab *slab, unsigned cls);
 /* A free the cache cannot take: another node's block, a thread without a
  * heap yet, or a pointer that is not a live block (checked here). */
 void hak_heap_free_other(struct hak_slab *slab, void *block);
@@ -45,30 +45,32 @@ bool hak_heap_resize_checked(struct hak_slab *slab, void *block, size_t size);
 void hak_heap_trim(void);
 /* Thread exit: empties the caches, hands back or abandons every slab. */
 void hak_heap_thread_exit(void *heap);
+/* In a forked child, where only the calling thread lives, with the registry
+ * locked (since fork's prepare handler): the other threads' heaps leave it
+ * as at their exit, for glibc may reuse their TLS, which the registry reads
+ * (struct hak_thread).  Their cached blocks and slabs stay theirs. */
+void hak_heap_forget_other_threads(void);
 
-/* One block more in the cache; true when it is full.  Room is counted down
- * through the whole word, as malloc counts up: a 16-bit store before
- * malloc's 64-bit load of the word would not be forwarded to it, a stall on
- * every malloc after a free (fixed_size ran at 181M ops/s, not 250M).  Room
- * is at least 1 here, so the word's upper half never borrows. */
-static inline bool hak_heap_count_free(struct hak_heap *heap, unsigned cls)
+/* One block more in the cache; true when it is full. */
+static inline bool hak_heap_count_free(unsigned cls)
 {
-    return (uint16_t)--heap->count[cls].word == 0;
+    return --hak_tls.room[cls] == 0;
 }
 
-/* The cache's first block; block is heap->head[cls], not NULL. */
-static inline void *hak_heap_pop(struct hak_heap *heap, unsigned cls, void *block)
+/* The cache's first block; block is hak_tls.head[cls], not NULL. */
+static inline void *hak_heap_pop(unsigned cls, void *block)
 {
     uintptr_t next = hak_link_decode(block);
     if (HAK_UNLIKELY(hak_link_corrupted(next)))
         return hak_fatal_corrupted_link(block);
-    heap->head[cls] = (void *)next;
+    hak_tls.head[cls] = (void *)next;
     hak_block_untag(block);
-    heap->count[cls].word += HAK_COUNT_ALLOC + 1;
+    hak_tls.room[cls]++;
+    hak_tls.allocs[cls]++;
     return block;
 }
 
-/* Whether malloc's fast path may pop block, heap->head[cls]: the cache
+/* Whether malloc's fast path may pop block, hak_tls.head[cls]: the cache
  * has one and the thread has not moved to another CPU. */
 static inline bool hak_heap_poppable(const void *block)
 {
@@ -78,11 +80,10 @@ static inline bool hak_heap_poppable(const void *block)
 /* size: what the caller asked for, which only the checked mode reads. */
 static inline void *hak_heap_alloc(unsigned cls, size_t size)
 {
-    struct hak_heap *heap = hak_tls.heap;
-    void *block = heap->head[cls];
+    void *block = hak_tls.head[cls];
     if (HAK_LIKELY(hak_heap_poppable(block)))
-        return hak_heap_pop(heap, cls, block);
-    return hak_heap_refill(heap, cls, size);
+        return hak_heap_pop(cls, block);
+    return hak_heap_refill(size, cls);
 }
 
 static inline void hak_heap_free(struct hak_slab *slab, void *block)
@@ -91,15 +92,14 @@ static inline void hak_heap_free(struct hak_slab *slab, void *block)
         hak_heap_free_other(slab, block);
         return;
     }
-    struct hak_heap *heap = hak_tls.heap;
     unsigned cls = slab->cls;
     if (HAK_UNLIKELY(((uintptr_t)block & slab->align_mask) || hak_block_tagged_free(block)))
         hak_heap_free_invalid(slab, block);
     hak_block_tag_free(block);
-    hak_link_set(block, heap->head[cls]);
-    heap->head[cls] = block;
-    if (HAK_UNLIKELY(hak_heap_count_free(heap, cls)))
-        hak_heap_flush(heap, cls, slab);
+    hak_link_set(block, hak_tls.head[cls]);
+    hak_tls.head[cls] = block;
+    if (HAK_UNLIKELY(hak_heap_count_free(cls)))
+        hak_heap_flush(slab, cls);
 }
 
 /* Level 0: the same without the checks, the tag and the encoding. */
@@ -109,12 +109,11 @@ static inline void hak_heap_free_plain(struct hak_slab *slab, void *block)
         hak_heap_free_other(slab, block);
         return;
     }
-    struct hak_heap *heap = hak_tls.heap;
     unsigned cls = slab->cls;
-    hak_link_set_plain(block, heap->head[cls]);
-    heap->head[cls] = block;
-    if (HAK_UNLIKELY(hak_heap_count_free(heap, cls)))
-        hak_heap_flush(heap, cls, slab);
+    hak_link_set_plain(block, hak_tls.head[cls]);
+    hak_tls.head[cls] = block;
+    if (HAK_UNLIKELY(hak_heap_count_free(cls)))
+        hak_heap_flush(slab, cls);
 }
 
 /* Creates the thread-exit hook; called once by hak_init. */
