@@ -262,6 +262,7 @@ struct hak_heap {
     struct hak_slab_list full[HAK_NUM_CLASSES];
     uint32_t node;
     struct hak_quarantine *quarantine; /* under memcheck: front/quarantine.h */
+    bool registered;                   /* thread_heap.c: heap_create */
     struct hak_heap *next_live;        /* registry, for stats */
     struct hak_heap *prev_live;
     struct hak_class_stats stats[HAK_NUM_CLASSES];

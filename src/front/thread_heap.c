@@ -452,13 +452,19 @@ static struct hak_heap *heap_create(void)
     heap->node = hak_numa_thread_node();
     if (hak_harden.memcheck)
         heap->quarantine = hak_quarantine_create();
-    pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
-    heap->next_live = registry.live;
-    if (registry.live)
-        registry.live->prev_live = heap;
-    registry.live = heap;
-    atomic_fetch_add_explicit(&registry.count, 1, memory_order_relaxed);
-    pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
+    /* A heap made for a destructor's malloc after the thread's exit hook
+     * ran may never see the hook again, and its TLS goes unannounced: no
+     * other thread may read it through the registry. */
+    heap->registered = !heap_gone;
+    if (heap->registered) {
+        pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
+        heap->next_live = registry.live;
+        if (registry.live)
+            registry.live->prev_live = heap;
+        registry.live = heap;
+        atomic_fetch_add_explicit(&registry.count, 1, memory_order_relaxed);
+        pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
+    }
     hak_tls.heap = heap;
     hak_tls.node = heap->node;
     pthread_setspecific(exit_key, heap);
@@ -1007,13 +1013,16 @@ void hak_heap_follow_thread_node(void)
  * registry is locked. */
 static void unregister(struct hak_heap *heap)
 {
-    atomic_fetch_sub_explicit(&registry.count, 1, memory_order_relaxed);
-    if (heap->prev_live)
-        heap->prev_live->next_live = heap->next_live;
-    else
-        registry.live = heap->next_live;
-    if (heap->next_live)
-        heap->next_live->prev_live = heap->prev_live;
+    if (heap->registered) {
+        heap->registered = false;
+        atomic_fetch_sub_explicit(&registry.count, 1, memory_order_relaxed);
+        if (heap->prev_live)
+            heap->prev_live->next_live = heap->next_live;
+        else
+            registry.live = heap->next_live;
+        if (heap->next_live)
+            heap->next_live->prev_live = heap->prev_live;
+    }
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
         add_stats(&registry.retired[cls], heap, cls);
 }
