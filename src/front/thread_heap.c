@@ -331,9 +331,9 @@ static uint32_t first_batch(uint32_t limit, unsigned cls)
  * blocks grow: the per-class state the fast paths read stays one word each
  * (seed 000: a bigger ring in one pool pushed another pool's hot state out
  * of L1). */
-#define CACHE_MAX_BLOCKS 2048u
-#define CACHE_MAX_CLASS_BYTES (128u << 10)
-#define CACHE_THREAD_BYTES (512u << 10)
+#define CACHE_MAX_BLOCKS 8192u
+#define CACHE_MAX_CLASS_BYTES (512u << 10)
+#define CACHE_THREAD_BYTES (2048u << 10)
 
 static uint32_t cache_max(unsigned cls)
 {

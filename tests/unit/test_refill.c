@@ -60,11 +60,58 @@ static void check_class(size_t size)
            (unsigned long long)allocs);
 }
 
+/* The small caches of one thread hold 2 MiB of blocks at most. */
+#define THREAD_CACHE_BOUND (2u << 20)
+
+static uint64_t small_cache_bytes(void)
+{
+    uint64_t bytes = 0;
+    for (unsigned cls = 0; cls < HAK_SMALL_CLASSES; cls++)
+        bytes += (uint64_t)hak_tls.heap->limit[cls] * hak_class_size[cls];
+    return bytes;
+}
+
+/* A program that allocates batches and frees them (glibc's malloc
+ * benchmark, a C++ program tearing down a map): the class's cache grows
+ * until a batch fits, so that the frees stop flushing, and the caches
+ * together stay within the thread's bound. */
+static void check_batches_fit(size_t size, uint32_t batch)
+{
+    unsigned cls = hak_class_of(size);
+    char name[4];
+    hak_class_name(cls, name);
+    static void *blocks[4096];
+    struct hak_class_stats before[HAK_NUM_CLASSES] = {0}, after[HAK_NUM_CLASSES] = {0};
+    for (int round = 0; round < 40; round++) {
+        if (round == 20)
+            hak_heap_sum_stats(before);
+        for (uint32_t i = 0; i < batch; i++)
+            if (!(blocks[i] = malloc(size)))
+                hard_error("malloc(%zu) failed", size);
+        for (uint32_t i = 0; i < batch; i++)
+            free(blocks[i]);
+        CHECK(small_cache_bytes() <= THREAD_CACHE_BOUND,
+              "%s: the small caches may hold %llu bytes, over the thread's bound", name,
+              (unsigned long long)small_cache_bytes());
+    }
+    hak_heap_sum_stats(after);
+    uint64_t flushes = after[cls].flushes - before[cls].flushes;
+    CHECK(flushes == 0, "%s: batches of %u blocks still flushed %llu times after 20 rounds", name,
+          batch, (unsigned long long)flushes);
+    printf("  %-4s %6u B: batches of %u fit, %u blocks cached at most\n", name, hak_class_size[cls],
+           batch, hak_tls.heap->limit[cls]);
+}
+
 int main(void)
 {
     unit_watchdog();
     static const size_t sizes[] = {16, 100, 768, 1024, 3000, 8192, 16384, 32768, 100000};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
         check_class(sizes[i]);
+    /* Bigger than the first caches (64 blocks), within 512 KiB a class. */
+    check_batches_fit(16, 4000);
+    check_batches_fit(64, 3000);
+    check_batches_fit(128, 2500);
+    check_batches_fit(1024, 400);
     return test_result("test_refill");
 }
