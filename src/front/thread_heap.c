@@ -1049,10 +1049,19 @@ void hak_heap_thread_exit(void *arg)
 
 void hak_heap_forget_other_threads(void)
 {
-    for (struct hak_heap *heap = registry.live, *next; heap; heap = next) {
-        next = heap->next_live;
-        if (heap != hak_tls.heap)
-            unregister(heap);
+    struct hak_heap *own = hak_tls.heap;
+    for (struct hak_heap *heap = registry.live; heap; heap = heap->next_live)
+        if (heap != own)
+            for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
+                add_stats(&registry.retired[cls], heap, cls);
+    /* No write to the other heaps: their pages stay shared with the parent
+     * (a fork that copied them cost a fault each). */
+    registry.live = NULL;
+    atomic_store_explicit(&registry.count, 0, memory_order_relaxed);
+    if (own != &hak_empty_heap && own->registered) {
+        own->next_live = own->prev_live = NULL;
+        registry.live = own;
+        atomic_store_explicit(&registry.count, 1, memory_order_relaxed);
     }
 }
 
