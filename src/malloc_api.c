@@ -186,8 +186,9 @@ static void *alloc_aligned(size_t align, size_t size)
     if (align <= HAK_PAGE_SIZE) {
         /* Power-of-two classes are aligned to their size (up to a page)
          * because slabs and spans start page-aligned; the others only to
-         * 256 bytes. */
-        if (need <= HAK_MID_MAX && align > 256)
+         * the largest power of two dividing their size: 16 bytes for the
+         * small ones, 256 for Mid ones. */
+        if (need <= HAK_MID_MAX && (align > 256 || (need <= HAK_SMALL_MAX && align > 16)))
             need = (size_t)1 << (64 - __builtin_clzl(need - 1));
         if (need <= HAK_SMALL_MAX)
             return hak_heap_alloc(hak_small_class(need), size);

@@ -32,8 +32,8 @@ enum hak_stat {
  * the headers of chunks and metadata regions (SSM) when they are created;
  * metadata records recycled within a page are not counted. */
 enum hak_page_bucket {
-    HAK_PAGES_C0 = 0, /* ... C7: the small classes by index */
-    HAK_PAGES_MID = 8,
+    HAK_PAGES_C0 = 0, /* ... C19: the small classes by index */
+    HAK_PAGES_MID = 20,
     HAK_PAGES_L25,
     HAK_PAGES_SSM,
     HAK_PAGES_LARGE,

@@ -33,10 +33,10 @@
 
 struct snapshot {
     long minflt;
-    unsigned long first[5], reused[5]; /* C2, L25, LARGE, SSM, total */
+    unsigned long first[5], reused[5]; /* C3, L25, LARGE, SSM, total */
 };
 
-static const char *const buckets[5] = {"C2", "L25", "LARGE", "SSM", "total"};
+static const char *const buckets[5] = {"C3", "L25", "LARGE", "SSM", "total"};
 
 static long minor_faults(void)
 {
@@ -78,7 +78,7 @@ static void take(struct snapshot *s)
     }
 }
 
-enum { C2, L25, LARGE, SSM, TOTAL };
+enum { C3, L25, LARGE, SSM, TOTAL };
 
 static long first_delta(const struct snapshot *a, const struct snapshot *b, int i)
 {
@@ -209,11 +209,11 @@ static int child(int cold, int thp_always)
         free(small[i]);
     }
     long pages = (SMALL_BLOCKS * 64 + 4095) / 4096;
-    CHECK(first_delta(&t0, &t1, C2) >= pages && first_delta(&t0, &t1, C2) <= pages + 2,
-          "%d blocks of 64 B: %ld C2 pages first touched, want %ld", SMALL_BLOCKS,
-          first_delta(&t0, &t1, C2), pages);
-    CHECK(first_delta(&t1, &t2, C2) == 0, "64 B blocks again: %ld C2 pages first touched",
-          first_delta(&t1, &t2, C2));
+    CHECK(first_delta(&t0, &t1, C3) >= pages && first_delta(&t0, &t1, C3) <= pages + 2,
+          "%d blocks of 64 B: %ld C3 pages first touched, want %ld", SMALL_BLOCKS,
+          first_delta(&t0, &t1, C3), pages);
+    CHECK(first_delta(&t1, &t2, C3) == 0, "64 B blocks again: %ld C3 pages first touched",
+          first_delta(&t1, &t2, C3));
     return test_result(cold ? "test_page_telemetry (decommitted)" : "test_page_telemetry (hot)");
 }
 

@@ -53,11 +53,11 @@ static void grow(void)
     _exit(EXIT_SUCCESS);
 }
 
-/* 100 bytes (a 128-byte block) resized in place to size, then one byte
- * written past size. */
+/* 110 bytes (a 128-byte block with the canary's record) resized in place to
+ * size, then one byte written past size. */
 static void overflow_after_resize(size_t size)
 {
-    char *block = malloc(opaque_size(100));
+    char *block = malloc(opaque_size(110));
     char *resized = realloc(block, opaque_size(size));
     if (block == NULL || resized != block) {
         fprintf(stderr, "realloc(%p, %zu) moved the block to %p\n", (void *)block, size,
@@ -129,7 +129,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[1], "grow")) {
             grow();
         } else if (!strcmp(argv[1], "overflow_after_growth")) {
-            overflow_after_resize(110);
+            overflow_after_resize(118);
         } else if (!strcmp(argv[1], "overflow_after_shrink")) {
             overflow_after_resize(70);
         }

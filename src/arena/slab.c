@@ -62,7 +62,7 @@ void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, unsigned cls
     slab->start = start;
     slab->end = start + (bytes / size) * size;
     slab->block_size = size;
-    slab->align_mask = hak_class_align(cls) - 1;
+    slab->divide_magic = hak_class_divide_magic[cls];
     slab->capacity = (uint32_t)(bytes / size);
     slab->cls = (uint8_t)cls;
     slab->free_node = slab->node;

@@ -2,8 +2,9 @@
 
 /* Tables laid out by hand, a row per doubling. */
 /* clang-format off */
-#define SMALL_OF(sz) ((sz) <= 16 ? 0 : (sz) <= 32 ? 1 : (sz) <= 64 ? 2 : (sz) <= 128 ? 3 \
-                      : (sz) <= 256 ? 4 : (sz) <= 512 ? 5 : (sz) <= 768 ? 6 : 7)
+#define SMALL_OF(sz) ((sz) <= 16 ? 0 : (sz) <= 128 ? ((sz) + 15) / 16 - 1 \
+                      : (sz) <= 256 ? 8 + ((sz) - 129) / 32 : (sz) <= 512 ? 12 + ((sz) - 257) / 64 \
+                      : 16 + ((sz) - 513) / 128)
 #define S4(i) SMALL_OF((i) * 8), SMALL_OF((i) * 8 + 8), SMALL_OF((i) * 8 + 16), \
               SMALL_OF((i) * 8 + 24)
 #define S16(i) S4(i), S4((i) + 4), S4((i) + 8), S4((i) + 12)
@@ -15,10 +16,11 @@ const uint8_t hak_small_class_of[HAK_SMALL_MAX / 8 + 1] = {S64(0), S64(64), SMAL
 #define Q(e) (5u << ((e) - 2)), (6u << ((e) - 2)), (7u << ((e) - 2)), (8u << ((e) - 2))
 
 /* The smallest block is 16 bytes: a free block holds its link and its
- * double-free tag (front/block_link.h).  768 halves the waste of the widest
- * power-of-two step. */
+ * double-free tag (front/block_link.h); every block is a multiple of 16, as
+ * malloc's alignment is. */
 const uint32_t hak_class_size[HAK_NUM_CLASSES] = {
-    16, 32, 64, 128, 256, 512, 768, 1024,
+    16, 32, 48, 64, 80, 96, 112, 128,
+    Q(7), Q(8), Q(9),                  /* 160 B ... 1 KiB */
     Q(10), Q(11), Q(12), Q(13), Q(14), /* Mid: 1280 B ... 32 KiB */
     Q(15), Q(16), Q(17), Q(18), Q(19), /* L25: 40 KiB ... 1 MiB */
 };
@@ -31,7 +33,8 @@ const uint32_t hak_class_size[HAK_NUM_CLASSES] = {
                   MAGIC(8u << ((e) - 2))
 
 const uint64_t hak_class_divide_magic[HAK_NUM_CLASSES] = {
-    MAGIC(16), MAGIC(32), MAGIC(64), MAGIC(128), MAGIC(256), MAGIC(512), MAGIC(768), MAGIC(1024),
+    MAGIC(16), MAGIC(32), MAGIC(48), MAGIC(64), MAGIC(80), MAGIC(96), MAGIC(112), MAGIC(128),
+    QMAGIC(7), QMAGIC(8), QMAGIC(9),
     QMAGIC(10), QMAGIC(11), QMAGIC(12), QMAGIC(13), QMAGIC(14),
     QMAGIC(15), QMAGIC(16), QMAGIC(17), QMAGIC(18), QMAGIC(19),
 };

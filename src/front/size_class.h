@@ -58,7 +58,7 @@ static inline bool hak_class_divides(unsigned cls, uint32_t offset)
     return offset * magic < magic;
 }
 
-/* Printable name: C0..C7, M0..M19, L0..L19. */
+/* Printable name: C0..C19, M0..M19, L0..L19. */
 void hak_class_name(unsigned cls, char name[4]);
 
 #endif

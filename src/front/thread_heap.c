@@ -253,7 +253,7 @@ static __attribute__((noreturn, cold)) void refuse(struct hak_slab *slab, void *
     hak_fatal("free of a pointer hakmem never handed out:", block);
 }
 
-/* The exact test behind the fast path's alignment check: block must be a
+/* The whole test behind the fast path's block-start one: block must be a
  * block a live slab handed out; slab is its page's entry. */
 static void check_block(struct hak_slab *slab, void *block)
 {
@@ -269,9 +269,9 @@ void hak_heap_free_invalid(struct hak_slab *slab, void *block)
     if (hak_block_tagged_free(block))
         hak_fatal_double_free(block, slab->cls);
     check_block(slab, block);
-    /* The fast path sends a block here for its alignment or its tag, and
-     * check_block refuses every misaligned pointer; kept for safety should
-     * the two ever disagree. */
+    /* The fast path sends a block here for its offset or its tag, and
+     * check_block refuses every pointer that starts no block; kept for
+     * safety should the two ever disagree. */
     hak_fatal("free of a misaligned pointer:", block);
 }
 
@@ -700,8 +700,8 @@ static __attribute__((noreturn, cold)) void refuse_cached(struct hak_slab *slab,
  * flush of half the cache would look each run's slab up again, and the
  * blocks of a class freed together mostly alternate between many slabs,
  * in runs of two or three.  A slab this heap owns serves blocks; the block
- * passed the fast path's alignment check, and here check_block's exact
- * one. */
+ * passed the fast path's block-start check, and here the rest of
+ * check_block's: not below the slab's start, nor past its carved blocks. */
 void hak_heap_flush(struct hak_slab *slab, unsigned cls)
 {
     struct hak_heap *heap = hak_tls.heap;

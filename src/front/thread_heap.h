@@ -51,6 +51,16 @@ void hak_heap_thread_exit(void *heap);
  * (struct hak_thread).  Their cached blocks and slabs stay theirs. */
 void hak_heap_forget_other_threads(void);
 
+/* Whether block lies at a multiple of the block size from the slab's start
+ * (a multiply by the class's magic number, size_class.h), which catches a
+ * pointer inside a block of any class; a pointer below the start or past
+ * the carved blocks in the same page passes, and the flush refuses it. */
+static inline bool hak_slab_starts_block(const struct hak_slab *slab, const void *block)
+{
+    uint32_t offset = (uint32_t)((uintptr_t)block - (uintptr_t)slab->start);
+    return offset * slab->divide_magic < slab->divide_magic;
+}
+
 /* One block more in the cache; true when it is full. */
 static inline bool hak_heap_count_free(unsigned cls)
 {
@@ -93,7 +103,7 @@ static inline void hak_heap_free(struct hak_slab *slab, void *block)
         return;
     }
     unsigned cls = slab->cls;
-    if (HAK_UNLIKELY(((uintptr_t)block & slab->align_mask) || hak_block_tagged_free(block)))
+    if (HAK_UNLIKELY(!hak_slab_starts_block(slab, block) || hak_block_tagged_free(block)))
         hak_heap_free_invalid(slab, block);
     hak_block_tag_free(block);
     hak_link_set(block, hak_tls.head[cls]);

@@ -44,7 +44,7 @@ enum { EXIT_SKIP = 77, EXIT_HARD_ERROR = 99 };
 /* A share of pages below this on the expected node fails a check. */
 #define MIN_LOCAL_PERCENT 99.5
 
-/* Small (C1, C3, C5, C7), Mid, L25 and large blocks. */
+/* Small (C0, C3, C11, C19), Mid, L25 and large blocks. */
 static const size_t sizes[] = {16, 64, 256, 1024, 4 << 10, 24 << 10, 128 << 10, 512 << 10, 4 << 20};
 enum { SIZE_COUNT = sizeof sizes / sizeof sizes[0] };
 

@@ -184,8 +184,10 @@ run_redis()
         background_pid=$!
         tries=0
         while [ "$tries" -lt 50 ] && kill -0 "$background_pid" 2>/dev/null; do
-            if LD_PRELOAD=$HAKMEM_PRELOAD redis-cli -p "$candidate" ping 2>/dev/null |
-                grep -q PONG; then
+            # The server that answers must be this one: another run of this
+            # test may hold the port.
+            if LD_PRELOAD=$HAKMEM_PRELOAD redis-cli -p "$candidate" info server 2>/dev/null |
+                tr -d '\r' | grep -q -x "process_id:$background_pid"; then
                 port=$candidate
                 break
             fi

@@ -25,9 +25,9 @@ struct class_case {
 };
 
 static const struct class_case cases[] = {
-    /* C3: three slabs, two of them full when B frees */
+    /* C2 (48 B): three slabs, two of them full when B frees */
     {48, 3000, true},
-    /* C5: fewer than B's cache holds, so only its exit returns them; they
+    /* C10 (224 B): fewer than B's cache holds, so only its exit returns them; they
      * wait on A's current slab until its fresh blocks are used up */
     {200, 40, false},
     /* Mid: ten spans; the emptied ones go to the HotSpanBox and come back */

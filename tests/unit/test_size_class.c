@@ -38,7 +38,9 @@ static void test_table_shape(void)
               "class %u (%u B) is not bigger than class %u (%u B)", cls, hak_class_size[cls],
               cls - 1, hak_class_size[cls - 1]);
 
-    static const uint32_t small[HAK_SMALL_CLASSES] = {16, 32, 64, 128, 256, 512, 768, 1024};
+    static const uint32_t small[HAK_SMALL_CLASSES] = {16,  32,  48,  64,  80,  96,  112,
+                                                      128, 160, 192, 224, 256, 320, 384,
+                                                      448, 512, 640, 768, 896, 1024};
     for (unsigned cls = 0; cls < HAK_SMALL_CLASSES; cls++)
         CHECK(hak_class_size[cls] == small[cls], "C%u is %u B, expected %u", cls,
               hak_class_size[cls], small[cls]);
@@ -54,9 +56,9 @@ static void test_table_shape(void)
     CHECK(hak_class_size[HAK_NUM_CLASSES - 1] == HAK_L25_MAX, "last L25 class is %u B, expected %u",
           hak_class_size[HAK_NUM_CLASSES - 1], HAK_L25_MAX);
 
-    /* Four classes per doubling above 1 KiB: every fourth is a power of two
+    /* Four classes per doubling above 128 B: every fourth is a power of two
      * and the three between are its quarter steps. */
-    for (unsigned cls = HAK_FIRST_MID; cls < HAK_NUM_CLASSES; cls++) {
+    for (unsigned cls = 8; cls < HAK_NUM_CLASSES; cls++) {
         unsigned step = (cls - HAK_FIRST_MID) % 4;
         uint32_t doubling_base = hak_class_size[cls - step - 1];
         CHECK(hak_class_size[cls] == doubling_base + (step + 1) * (doubling_base / 4),
