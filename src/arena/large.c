@@ -95,10 +95,29 @@ static void unmap(struct hak_large *large)
  * Large blocks are mostly written in full, so that is the guess until a
  * freed one says otherwise: a program that uses a few pages of its big
  * blocks gets small pages from its first free on. */
+static bool huge(unsigned node)
+{
+    return hak_options.huge_pages && __atomic_load_n(&caches[node].written, __ATOMIC_RELAXED);
+}
+
 static void advise(void *addr, size_t size, unsigned node)
 {
-    if (hak_options.huge_pages && __atomic_load_n(&caches[node].written, __ATOMIC_RELAXED))
+    if (huge(node))
         hak_os_advise_huge(addr, size);
+}
+
+/* The bytes to map for a block whose head, block and guard take total:
+ * whole 2 MiB units while the node's blocks get huge pages, so that the
+ * last unit too is one huge page, not 512 small ones faulted in one by
+ * one, which later splits, merges and moves would carry into other blocks
+ * as small pages that fault again after every move (costly in a VM whose
+ * hypervisor shadows the page tables).  The slack is the block's usable
+ * size, kept only while it is at most a quarter of the block, so that a
+ * block a little over a unit does not double its memory. */
+static size_t mapped_size(size_t total, unsigned node)
+{
+    size_t whole = round_to_chunk(total);
+    return huge(node) && whole - total <= total / 4 ? whole : total;
 }
 
 static void note_written(struct hak_large *large)
@@ -434,6 +453,9 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
     }
     bool interleaved = hak_options.interleave_bytes && size >= hak_options.interleave_bytes;
     bool reusable = offset == HAK_PAGE_SIZE && !interleaved;
+    /* Level 2's guard page stays right after the block. */
+    if (reusable && !guard)
+        total = mapped_size(total, node);
     if (reusable) {
         struct hak_large *cached = reuse(node, total, !zeroed);
         if (cached) {
@@ -566,7 +588,7 @@ void *hak_large_resize(struct hak_large *large, size_t size)
     if (!large->reusable || hak_harden.guard_bytes)
         return NULL;
     count_live(large, -1);
-    struct hak_large *grown = extend(large, total);
+    struct hak_large *grown = extend(large, mapped_size(total, large->head.node));
     if (!grown) {
         count_live(large, 1);
         return NULL;
