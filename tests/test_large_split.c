@@ -18,7 +18,8 @@
  *
  * Whole units: with huge pages (the default) a fresh 9 MiB block is mapped
  * in whole 2 MiB units, the slack its own, so that its last unit is one huge
- * page; a 6 MiB one, which would gain more than a quarter, is mapped to the
+ * page; a 6 MiB one, which would gain more than a quarter, and an 8 MiB one,
+ * whose head's page is all it would put in a tenth unit, are mapped to the
  * page.  Level 2 keeps its guard page right after the block.
  *
  * The program runs itself again with HAKMEM_DECAY_MS=50, so that the decay
@@ -123,15 +124,19 @@ static void whole_units(void)
     malloc_trim(0); /* no freed mapping to serve them: fresh ones */
     char *nine = malloc(opaque_size(9 * MiB));
     char *six = malloc(opaque_size(6 * MiB));
-    if (nine == NULL || six == NULL) {
-        hard_error("malloc(9 MiB, 6 MiB) failed");
+    char *eight = malloc(opaque_size(8 * MiB));
+    if (nine == NULL || six == NULL || eight == NULL) {
+        hard_error("malloc(9 MiB, 6 MiB, 8 MiB) failed");
     }
     size_t expected = rounds ? 10 * MiB - 4096 : 9 * MiB;
     CHECK(malloc_usable_size(nine) == expected, "the 9 MiB block has %zu usable bytes, not %zu",
           malloc_usable_size(nine), expected);
     CHECK(malloc_usable_size(six) == 6 * MiB, "the 6 MiB block has %zu usable bytes",
           malloc_usable_size(six));
+    CHECK(malloc_usable_size(eight) == 8 * MiB, "the 8 MiB block has %zu usable bytes",
+          malloc_usable_size(eight));
     memset(nine, 0x66, malloc_usable_size(nine));
+    free(eight);
     free(six);
     free(nine);
 }

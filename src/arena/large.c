@@ -18,6 +18,8 @@
 /* However big the program's large blocks, a node keeps at most this much of
  * them mapped for reuse. */
 #define CACHE_CAP ((size_t)1 << 30)
+/* The most of a block's last 2 MiB unit left to small pages (mapped_size). */
+#define SMALL_TAIL (16 * HAK_PAGE_SIZE)
 
 /* A node's freed large mappings, still mapped and mostly resident.  Its
  * budget follows the program: a quarter of the recent peak of the node's
@@ -108,16 +110,20 @@ static void advise(void *addr, size_t size, unsigned node)
 
 /* The bytes to map for a block whose head, block and guard take total:
  * whole 2 MiB units while the node's blocks get huge pages, so that the
- * last unit too is one huge page, not 512 small ones faulted in one by
- * one, which later splits, merges and moves would carry into other blocks
- * as small pages that fault again after every move (costly in a VM whose
- * hypervisor shadows the page tables).  The slack is the block's usable
- * size, kept only while it is at most a quarter of the block, so that a
- * block a little over a unit does not double its memory. */
+ * last unit too is one huge page, not up to 512 small ones faulted in one
+ * by one, which later splits, merges and moves would carry into other
+ * blocks as small pages that fault again after every move (costly in a VM
+ * whose hypervisor shadows the page tables).  The slack is the block's
+ * usable size.  Not where it is more than a quarter of the block (a block
+ * a little over a unit would double its memory), nor where the block only
+ * spills a few pages into its last unit (a power of two and its head's
+ * page), which a huge page there would leave almost all unused. */
 static size_t mapped_size(size_t total, unsigned node)
 {
     size_t whole = round_to_chunk(total);
-    return huge(node) && whole - total <= total / 4 ? whole : total;
+    size_t slack = whole - total;
+    bool worth = slack <= total / 4 && HAK_CHUNK_SIZE - slack > SMALL_TAIL;
+    return huge(node) && worth ? whole : total;
 }
 
 static void note_written(struct hak_large *large)
