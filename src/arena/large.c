@@ -194,7 +194,9 @@ static struct hak_large *split_tail(struct hak_large *large, size_t cut)
     struct hak_large *tail = (struct hak_large *)((char *)large + cut);
     size_t touched_end = large->offset + large->touched_pages * HAK_PAGE_SIZE;
     /* The head first: the page map encodes the route it reads there, and
-     * until now these bytes were a block's, whatever the program wrote. */
+     * until now these bytes were a block's, whatever the program wrote
+     * (under memcheck, a freed block's, which the program may not touch). */
+    hak_memcheck_undefined(tail, sizeof(*tail));
     *tail = (struct hak_large){
         .head = large->head,
         .offset = HAK_PAGE_SIZE,
