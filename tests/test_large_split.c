@@ -16,11 +16,18 @@
  *
  * Growth: a block realloc made large grows by mremap, not by copies.
  *
+ * Whole units: with huge pages (the default) a fresh 9 MiB block is mapped
+ * in whole 2 MiB units, the slack its own, so that its last unit is one huge
+ * page; a 6 MiB one, which would gain more than a quarter, and an 8 MiB one,
+ * whose head's page is all it would put in a tenth unit, are mapped to the
+ * page.  Level 2 keeps its guard page right after the block.
+ *
  * The program runs itself again with HAKMEM_DECAY_MS=50, so that the decay
  * takes a short sleep.
  */
 #define _GNU_SOURCE
 #include <malloc.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +116,31 @@ static void grow_from_quarter_mib(void)
     free(block);
 }
 
+static void whole_units(void)
+{
+    const char *level = getenv("HAKMEM_HARDEN");
+    const char *huge = getenv("HAKMEM_HUGE_PAGES");
+    bool rounds = (level == NULL || strcmp(level, "2")) && (huge == NULL || strcmp(huge, "0"));
+    malloc_trim(0); /* no freed mapping to serve them: fresh ones */
+    char *nine = malloc(opaque_size(9 * MiB));
+    char *six = malloc(opaque_size(6 * MiB));
+    char *eight = malloc(opaque_size(8 * MiB));
+    if (nine == NULL || six == NULL || eight == NULL) {
+        hard_error("malloc(9 MiB, 6 MiB, 8 MiB) failed");
+    }
+    size_t expected = rounds ? 10 * MiB - 4096 : 9 * MiB;
+    CHECK(malloc_usable_size(nine) == expected, "the 9 MiB block has %zu usable bytes, not %zu",
+          malloc_usable_size(nine), expected);
+    CHECK(malloc_usable_size(six) == 6 * MiB, "the 6 MiB block has %zu usable bytes",
+          malloc_usable_size(six));
+    CHECK(malloc_usable_size(eight) == 8 * MiB, "the 8 MiB block has %zu usable bytes",
+          malloc_usable_size(eight));
+    memset(nine, 0x66, malloc_usable_size(nine));
+    free(eight);
+    free(six);
+    free(nine);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -120,5 +152,6 @@ int main(int argc, char **argv)
     split_over_program_bytes();
     grow_after_decay();
     grow_from_quarter_mib();
+    whole_units();
     return test_result("test_large_split");
 }

@@ -18,6 +18,8 @@
 /* However big the program's large blocks, a node keeps at most this much of
  * them mapped for reuse. */
 #define CACHE_CAP ((size_t)1 << 30)
+/* The most of a block's last 2 MiB unit left to small pages (mapped_size). */
+#define SMALL_TAIL (16 * HAK_PAGE_SIZE)
 
 /* A node's freed large mappings, still mapped and mostly resident.  Its
  * budget follows the program: a quarter of the recent peak of the node's
@@ -95,10 +97,33 @@ static void unmap(struct hak_large *large)
  * Large blocks are mostly written in full, so that is the guess until a
  * freed one says otherwise: a program that uses a few pages of its big
  * blocks gets small pages from its first free on. */
+static bool huge(unsigned node)
+{
+    return hak_options.huge_pages && __atomic_load_n(&caches[node].written, __ATOMIC_RELAXED);
+}
+
 static void advise(void *addr, size_t size, unsigned node)
 {
-    if (hak_options.huge_pages && __atomic_load_n(&caches[node].written, __ATOMIC_RELAXED))
+    if (huge(node))
         hak_os_advise_huge(addr, size);
+}
+
+/* The bytes to map for a block whose head, block and guard take total:
+ * whole 2 MiB units while the node's blocks get huge pages, so that the
+ * last unit too is one huge page, not up to 512 small ones faulted in one
+ * by one, which later splits, merges and moves would carry into other
+ * blocks as small pages that fault again after every move (costly in a VM
+ * whose hypervisor shadows the page tables).  The slack is the block's
+ * usable size.  Not where it is more than a quarter of the block (a block
+ * a little over a unit would double its memory), nor where the block only
+ * spills a few pages into its last unit (a power of two and its head's
+ * page), which a huge page there would leave almost all unused. */
+static size_t mapped_size(size_t total, unsigned node)
+{
+    size_t whole = round_to_chunk(total);
+    size_t slack = whole - total;
+    bool worth = slack <= total / 4 && HAK_CHUNK_SIZE - slack > SMALL_TAIL;
+    return huge(node) && worth ? whole : total;
 }
 
 static void note_written(struct hak_large *large)
@@ -169,7 +194,9 @@ static struct hak_large *split_tail(struct hak_large *large, size_t cut)
     struct hak_large *tail = (struct hak_large *)((char *)large + cut);
     size_t touched_end = large->offset + large->touched_pages * HAK_PAGE_SIZE;
     /* The head first: the page map encodes the route it reads there, and
-     * until now these bytes were a block's, whatever the program wrote. */
+     * until now these bytes were a block's, whatever the program wrote
+     * (under memcheck, a freed block's, which the program may not touch). */
+    hak_memcheck_undefined(tail, sizeof(*tail));
     *tail = (struct hak_large){
         .head = large->head,
         .offset = HAK_PAGE_SIZE,
@@ -434,6 +461,9 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
     }
     bool interleaved = hak_options.interleave_bytes && size >= hak_options.interleave_bytes;
     bool reusable = offset == HAK_PAGE_SIZE && !interleaved;
+    /* Level 2's guard page stays right after the block. */
+    if (reusable && !guard)
+        total = mapped_size(total, node);
     if (reusable) {
         struct hak_large *cached = reuse(node, total, !zeroed);
         if (cached) {
@@ -566,7 +596,7 @@ void *hak_large_resize(struct hak_large *large, size_t size)
     if (!large->reusable || hak_harden.guard_bytes)
         return NULL;
     count_live(large, -1);
-    struct hak_large *grown = extend(large, total);
+    struct hak_large *grown = extend(large, mapped_size(total, large->head.node));
     if (!grown) {
         count_live(large, 1);
         return NULL;
