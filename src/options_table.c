@@ -48,12 +48,19 @@ const struct hak_option hak_option_table[] = {
      "refills in turn grows its cache, up to 8192 blocks or 512 KiB, within 2 MiB per thread",
      NULL},
     {"HAKMEM_MID_RING", HAK_OPT_U32, &hak_options.mid_ring,
-     "free blocks a thread caches per Mid class (1-32 KiB)", NULL, NULL},
+     "free blocks a thread caches per Mid class (1-32 KiB) at first",
+     "free blocks a thread caches per Mid class (1-32 KiB) at first; a class that flushes and "
+     "refills in turn grows its cache, up to 4 MiB, within 4 MiB of growth per thread for the "
+     "Mid and L25 classes",
+     NULL},
     {"HAKMEM_L25_RING", HAK_OPT_U32, &hak_options.l25_ring,
-     "free blocks a thread caches per L25 class (32 KiB-1 MiB)", NULL, NULL},
+     "free blocks a thread caches per L25 class (32 KiB-1 MiB) at first",
+     "free blocks a thread caches per L25 class (32 KiB-1 MiB) at first; the classes up to 64 "
+     "KiB grow as the Mid ones do",
+     NULL},
     {"HAKMEM_RING_BYTES", HAK_OPT_BYTES, &hak_options.ring_bytes,
-     "bound on the bytes cached per Mid/L25 class and thread",
-     "bound on the bytes one thread caches per Mid/L25 class", NULL},
+     "bound on the bytes cached per Mid/L25 class and thread at first",
+     "bound on the bytes one thread caches per Mid/L25 class at first", NULL},
     {"HAKMEM_HUGE_PAGES", HAK_OPT_BOOL, &hak_options.huge_pages,
      "1: huge pages for Mid/L25 chunks past 8 MiB and for written large blocks",
      "`1`: once a process has 8 MiB of Mid/L25 chunks, new ones use transparent huge pages, and "

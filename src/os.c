@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/mempolicy.h>
 #include <string.h>
 #include <sched.h>
@@ -69,6 +70,41 @@ void hak_os_decommit(void *addr, size_t size)
 {
     madvise(addr, size, MADV_DONTNEED);
     hak_stat_add(HAK_STAT_DECOMMITTED_BYTES, size);
+}
+
+/* The calling process as a pidfd (PIDFD_SELF_THREAD_GROUP, Linux 6.15). */
+#define SELF_PIDFD (-10001)
+
+/* Set once the kernel refused process_madvise: it predates SELF_PIDFD,
+ * MADV_DONTNEED there (6.13) or the call itself. */
+static atomic_bool batch_refused;
+
+/* One process_madvise call flushes the TLBs of the CPUs that run the
+ * process once for all the ranges, where a madvise per range interrupts
+ * every one of them each time: 64 scattered 40 KiB spans took 150 us
+ * instead of 7.5 ms with a second thread running (a 2-CPU guest, whose
+ * interrupts between CPUs are slow).  A kernel that refuses, or stops
+ * short, gets a madvise per range (again: MADV_DONTNEED twice is harmless). */
+void hak_os_decommit_ranges(const struct iovec *ranges, size_t count)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < count; i++)
+        total += ranges[i].iov_len;
+    long done = -1;
+#ifdef SYS_process_madvise
+    if (count > 1 && count <= IOV_MAX &&
+        !atomic_load_explicit(&batch_refused, memory_order_relaxed)) {
+        int saved = errno; /* free() leaves errno alone */
+        done = syscall(SYS_process_madvise, SELF_PIDFD, ranges, count, MADV_DONTNEED, 0);
+        if (done < 0 && errno != EINTR && errno != EAGAIN && errno != ENOMEM)
+            atomic_store_explicit(&batch_refused, true, memory_order_relaxed);
+        errno = saved;
+    }
+#endif
+    if (done < 0 || (size_t)done != total)
+        for (size_t i = 0; i < count; i++)
+            madvise(ranges[i].iov_base, ranges[i].iov_len, MADV_DONTNEED);
+    hak_stat_add(HAK_STAT_DECOMMITTED_BYTES, total);
 }
 
 void hak_os_guard(void *addr, size_t size)

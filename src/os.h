@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 /* Anonymous read-write memory aligned to align (a power of two, at least a
  * page), or NULL with errno ENOMEM. */
@@ -18,6 +19,8 @@ void hak_os_advise_huge(void *addr, size_t size);
 bool hak_os_mostly_resident(void *addr, size_t size);
 /* Gives the pages back; the range stays mapped and reads as zeros. */
 void hak_os_decommit(void *addr, size_t size);
+/* The same for count ranges at once. */
+void hak_os_decommit_ranges(const struct iovec *ranges, size_t count);
 /* Guard pages (HAKMEM_HARDEN=2): any access to the range faults, until
  * hak_os_unguard makes it read-write again.  Aborts when the kernel
  * refuses (vm.max_map_count reached). */

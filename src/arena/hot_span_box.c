@@ -104,20 +104,28 @@ static struct hak_slab *sort_by_address(struct hak_slab *list)
     return head;
 }
 
-/* Decommits evicted spans, one call per run of adjacent ones, and returns
- * them to the PageArena. */
+/* Ranges decommitted in one call. */
+#define DECOMMIT_BATCH 64
+
+/* Decommits evicted spans, one range per run of adjacent ones, many runs
+ * in one call, and returns them to the PageArena. */
 static void release(struct hak_slab *evicted)
 {
     evicted = sort_by_address(evicted);
     while (evicted) {
-        char *run_start = evicted->start;
-        char *run_end = run_start;
+        struct iovec runs[DECOMMIT_BATCH];
+        size_t count = 0;
         struct hak_slab *span = evicted;
-        while (span && span->start == run_end) {
-            run_end += span_bytes(span);
-            span = span->next;
+        while (span && count < DECOMMIT_BATCH) {
+            char *run_start = span->start;
+            char *run_end = run_start;
+            while (span && span->start == run_end) {
+                run_end += span_bytes(span);
+                span = span->next;
+            }
+            runs[count++] = (struct iovec){run_start, (size_t)(run_end - run_start)};
         }
-        hak_os_decommit(run_start, (size_t)(run_end - run_start));
+        hak_os_decommit_ranges(runs, count);
         while (evicted != span) {
             struct hak_slab *next = evicted->next;
             hak_page_arena_free(evicted);

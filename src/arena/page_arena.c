@@ -115,24 +115,30 @@ static struct hak_slab *new_chunk(struct page_arena *arena, unsigned node)
     return span;
 }
 
-/* Cuts the first pages off span; the rest goes back to the bins.  False
- * when no descriptor was available for the rest (span is left whole). */
-static bool split(struct page_arena *arena, struct hak_slab *span, uint32_t pages)
+/* The first pages pages of span, out of the bins, under a descriptor of
+ * their own; span keeps the rest and goes back to the bins.  Only the pages
+ * cut off are mapped again: the rest of a fresh chunk is most of its
+ * pages, which remapping at every cut from its front cost more than the
+ * span's first use (mid_light, 2 500 instructions a cut).  NULL when no
+ * descriptor was available (span is left as it was, out of the bins). */
+static struct hak_slab *cut_front(struct page_arena *arena, struct hak_slab *span, uint32_t pages)
 {
     if (span->pages == pages)
-        return true;
-    struct hak_slab *rest = hak_span_desc_alloc();
-    if (!rest)
-        return false;
-    rest->chunk = span->chunk;
-    rest->node = span->node;
-    rest->first_page = span->first_page + pages;
-    rest->pages = span->pages - pages;
-    rest->start = span->start + (size_t)pages * HAK_PAGE_SIZE;
-    span->pages = pages;
-    map_pages(rest);
-    bin_insert(arena, rest);
-    return true;
+        return span;
+    struct hak_slab *front = hak_span_desc_alloc();
+    if (!front)
+        return NULL;
+    front->chunk = span->chunk;
+    front->node = span->node;
+    front->first_page = span->first_page;
+    front->pages = pages;
+    front->start = span->start;
+    span->first_page += pages;
+    span->pages -= pages;
+    span->start += (size_t)pages * HAK_PAGE_SIZE;
+    map_pages(front);
+    bin_insert(arena, span);
+    return front;
 }
 
 struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
@@ -147,9 +153,11 @@ struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
     } else {
         span = new_chunk(arena, node);
     }
-    if (span && !split(arena, span, pages)) {
-        bin_insert(arena, span);
-        span = NULL;
+    if (span) {
+        struct hak_slab *whole = span;
+        span = cut_front(arena, whole, pages);
+        if (!span)
+            bin_insert(arena, whole);
     }
     if (span) {
         /* Spans are cut from the front of free ones: a fresh chunk is

@@ -330,27 +330,57 @@ static uint32_t first_batch(uint32_t limit, unsigned cls)
  * sat idle since the last such look, back to their first size.  Only the
  * blocks grow: the per-class state the fast paths read stays one word each
  * (seed 000: a bigger ring in one pool pushed another pool's hot state out
- * of L1). */
+ * of L1).
+ *
+ * Mid and L25 classes of blocks up to CACHE_GROW_MAX_BLOCK grow the same
+ * way, up to CACHE_MAX_BIG_CLASS_BYTES, and by CACHE_THREAD_BIG_BYTES in
+ * all per thread.  A program whose count of live blocks of such a class
+ * swings by more than the first cache sends blocks home and takes them
+ * back without end, and each trip costs the same whatever the block's
+ * size: a span to the HotSpanBox and back, under the node's lock, for a
+ * class of one block per span (mid_light: 40 KiB blocks, a trip on one
+ * malloc in ten, a quarter of hakmem's instructions).  Bigger blocks get as
+ * much use from the program as a trip costs, and would pin more memory.
+ * A freed block of these classes stays resident in the cache as it would
+ * in the HotSpanBox. */
 #define CACHE_MAX_BLOCKS 8192u
 #define CACHE_MAX_CLASS_BYTES (512u << 10)
 #define CACHE_THREAD_BYTES (2048u << 10)
+#define CACHE_GROW_MAX_BLOCK (64u << 10)
+#define CACHE_MAX_BIG_CLASS_BYTES (4u << 20)
+#define CACHE_THREAD_BIG_BYTES (4u << 20)
 
 static uint32_t cache_max(unsigned cls)
 {
     uint32_t base = cache_limit(cls);
-    uint32_t max = CACHE_MAX_CLASS_BYTES / hak_class_size[cls];
+    uint32_t size = hak_class_size[cls];
+    if (size > CACHE_GROW_MAX_BLOCK)
+        return base;
+    uint32_t max =
+        (hak_class_is_small(cls) ? CACHE_MAX_CLASS_BYTES : CACHE_MAX_BIG_CLASS_BYTES) / size;
     if (max > CACHE_MAX_BLOCKS)
         max = CACHE_MAX_BLOCKS;
-    return hak_class_is_small(cls) && max > base ? max : base;
+    return max > base ? max : base;
+}
+
+/* What the Mid and L25 caches of heap may hold beyond their first sizes. */
+static uint64_t big_cache_growth(const struct hak_heap *heap)
+{
+    uint64_t bytes = 0;
+    for (unsigned cls = HAK_FIRST_MID; cls < HAK_NUM_CLASSES; cls++)
+        bytes += (uint64_t)(heap->limit[cls] - cache_limit(cls)) * hak_class_size[cls];
+    return bytes;
 }
 
 static void flush_list(struct hak_heap *heap, void *list);
 
-/* Sets a small class's capacity; the blocks cached stay, so room follows. */
+/* Sets a class's capacity; the blocks cached stay, so room follows. */
 static void set_limit(struct hak_heap *heap, unsigned cls, uint32_t limit)
 {
-    heap->small_cache_bytes -= (uint64_t)heap->limit[cls] * hak_class_size[cls];
-    heap->small_cache_bytes += (uint64_t)limit * hak_class_size[cls];
+    if (hak_class_is_small(cls)) {
+        heap->small_cache_bytes -= (uint64_t)heap->limit[cls] * hak_class_size[cls];
+        heap->small_cache_bytes += (uint64_t)limit * hak_class_size[cls];
+    }
     heap->thread->room[cls] += limit - heap->limit[cls];
     heap->limit[cls] = limit;
 }
@@ -375,8 +405,8 @@ static void shrink_idle(struct hak_heap *heap, unsigned cls)
     }
 }
 
-/* A small class that turned from refills to flushes or back: a bigger
- * cache, when the thread's bound allows.  False when it did not grow. */
+/* A class that turned from refills to flushes or back: a bigger cache,
+ * when the thread's bound allows.  False when it did not grow. */
 static bool grow(struct hak_heap *heap, unsigned cls)
 {
     uint32_t limit = heap->limit[cls];
@@ -385,7 +415,10 @@ static bool grow(struct hak_heap *heap, unsigned cls)
         return false;
     uint32_t grown = limit * 2 < max ? limit * 2 : max;
     uint64_t extra = (uint64_t)(grown - limit) * hak_class_size[cls];
-    if (heap->small_cache_bytes + extra > CACHE_THREAD_BYTES) {
+    if (!hak_class_is_small(cls)) {
+        if (big_cache_growth(heap) + extra > CACHE_THREAD_BIG_BYTES)
+            return false;
+    } else if (heap->small_cache_bytes + extra > CACHE_THREAD_BYTES) {
         shrink_idle(heap, cls);
         if (heap->small_cache_bytes + extra > CACHE_THREAD_BYTES)
             return false;

@@ -16,6 +16,8 @@ UNIT_TESTS = \
 	tests/unit/test_page_arena \
 	tests/unit/test_remote \
 	tests/unit/test_refill \
+	tests/unit/test_cache_growth \
+	tests/unit/test_decommit \
 	tests/unit/test_cpu_move \
 	tests/unit/test_retained
 check_PROGRAMS += $(UNIT_TESTS)
@@ -54,6 +56,16 @@ tests_unit_test_refill_SOURCES = tests/unit/test_refill.c tests/unit/unit.h
 tests_unit_test_refill_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_refill_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_refill_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_cache_growth_SOURCES = tests/unit/test_cache_growth.c tests/unit/unit.h
+tests_unit_test_cache_growth_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_cache_growth_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_cache_growth_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_decommit_SOURCES = tests/unit/test_decommit.c tests/unit/unit.h
+tests_unit_test_decommit_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_decommit_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_decommit_LDADD = $(UNIT_LDADD)
 
 tests_unit_test_cpu_move_SOURCES = tests/unit/test_cpu_move.c tests/unit/unit.h
 tests_unit_test_cpu_move_CPPFLAGS = $(UNIT_CPPFLAGS)

@@ -1,0 +1,87 @@
+/* Mid and L25 caches that flush and refill in turn grow: a class of blocks
+ * up to 64 KiB doubles its cache at every turn, up to 4 MiB of blocks, and
+ * the growth of all of a thread's Mid and L25 caches stays within 4 MiB; a
+ * class of bigger blocks keeps its first size. */
+#include <stdlib.h>
+
+#include "front/size_class.h"
+#include "front/thread_heap.h"
+#include "unit.h"
+
+enum { ROUNDS = 6, MAX_BLOCKS = 4 * MiB / 8192 + 64 };
+
+static uint32_t first_limit[HAK_NUM_CLASSES];
+
+/* Rounds of more mallocs than the biggest cache holds, then as many frees:
+ * each round turns the class from refills to flushes and back. */
+static void churn(size_t size)
+{
+    static void *blocks[MAX_BLOCKS];
+    uint32_t count = (uint32_t)(4 * MiB / hak_class_size[hak_class_of(size)]) + 64;
+    for (int round = 0; round < ROUNDS; round++) {
+        for (uint32_t i = 0; i < count; i++)
+            if (!(blocks[i] = malloc(size)))
+                hard_error("malloc(%zu) failed", size);
+        for (uint32_t i = 0; i < count; i++)
+            free(blocks[i]);
+    }
+}
+
+static uint64_t growth_bytes(void)
+{
+    uint64_t bytes = 0;
+    for (unsigned cls = HAK_FIRST_MID; cls < HAK_NUM_CLASSES; cls++)
+        bytes += (uint64_t)(hak_tls.heap->limit[cls] - first_limit[cls]) * hak_class_size[cls];
+    return bytes;
+}
+
+static void check_grows(size_t size)
+{
+    unsigned cls = hak_class_of(size);
+    char name[4];
+    hak_class_name(cls, name);
+    churn(size);
+    uint32_t limit = hak_tls.heap->limit[cls];
+    CHECK(limit > first_limit[cls], "%s: the cache stayed at its first %u blocks", name, limit);
+    CHECK((uint64_t)limit * hak_class_size[cls] <= 4 * MiB,
+          "%s: the cache grew to %u blocks of %u B, past 4 MiB", name, limit, hak_class_size[cls]);
+    printf("  %-4s %6u B: %u blocks at first, %u after the churn\n", name, hak_class_size[cls],
+           first_limit[cls], limit);
+}
+
+static void *body(void *arg)
+{
+    (void)arg;
+    /* The thread's heap, with every cache at its first size. */
+    void *volatile first = malloc(1);
+    free(first);
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
+        first_limit[cls] = hak_tls.heap->limit[cls];
+
+    check_grows(40000);
+    check_grows(9000);
+
+    unsigned big = hak_class_of(100000);
+    churn(100000);
+    CHECK(hak_tls.heap->limit[big] == first_limit[big],
+          "100000 B: the cache of a class over 64 KiB grew from %u to %u blocks", first_limit[big],
+          hak_tls.heap->limit[big]);
+
+    /* The first class took most of the thread's bound: the others share
+     * the rest. */
+    churn(20000);
+    churn(30000);
+    CHECK(growth_bytes() <= 4 * MiB, "the Mid and L25 caches grew by %llu bytes, past 4 MiB",
+          (unsigned long long)growth_bytes());
+    return NULL;
+}
+
+int main(void)
+{
+    unit_watchdog();
+    /* A thread of its own: a fresh heap, whatever the start-up allocated. */
+    pthread_t thread;
+    unit_thread_start(&thread, body, NULL);
+    unit_thread_join(thread);
+    return test_result("test_cache_growth");
+}
