@@ -953,7 +953,7 @@ void hak_heap_trim(void)
         return;
     drain_delayed(heap);
     flush_all(heap);
-    for (unsigned cls = 0; cls < HAK_SMALL_CLASSES; cls++)
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
         set_limit(heap, cls, cache_limit(cls));
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         /* Blocks other threads freed make more slabs empty. */
@@ -1131,9 +1131,14 @@ void hak_heap_usage(struct hak_heap_usage *usage)
      * snapshot, not exact while they run. */
     pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
     for (struct hak_heap *heap = registry.live; heap; heap = heap->next_live)
-        for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
-            cached[cls] +=
-                heap->limit[cls] - __atomic_load_n(&heap->thread->room[cls], __ATOMIC_RELAXED);
+        for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
+            /* Read while the owner may grow the cache, which raises limit
+             * and room together: an old limit with a new room is below
+             * zero, and counts none. */
+            int64_t held = (int64_t)heap->limit[cls] -
+                           (int64_t)__atomic_load_n(&heap->thread->room[cls], __ATOMIC_RELAXED);
+            cached[cls] += held > 0 ? (uint64_t)held : 0;
+        }
     pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
     *usage = (struct hak_heap_usage){0};
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
