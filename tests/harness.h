@@ -71,8 +71,17 @@ static inline int test_result(const char *name)
     return EXIT_SUCCESS;
 }
 
-/* Sizes and pointers travel through a volatile so that the compiler can
- * neither fold allocation calls nor warn about deliberately absurd sizes. */
+/* Runs this program again with name=value in its environment, unless it is
+ * set already (glibc reads tunables, hakmem its options, at start-up). */
+static inline void rerun_with(const char *name, const char *value, char **argv)
+{
+    if (getenv(name) == NULL) {
+        setenv(name, value, 1);
+        execv("/proc/self/exe", argv);
+        hard_error("cannot run %s again", argv[0]);
+    }
+}
+
 /* Forks a child to commit a fault in: the child writes no core file and is
  * killed after seconds, so that a fault neither litters nor hangs. */
 static inline pid_t fork_fault_child(unsigned seconds)
@@ -108,6 +117,8 @@ static inline size_t read_all(int fd, char *buffer, size_t size)
     return used;
 }
 
+/* Sizes travel through a volatile so that the compiler can neither fold
+ * allocation calls nor warn about deliberately absurd sizes. */
 static inline size_t opaque_size(size_t size)
 {
     volatile size_t hidden = size;

@@ -203,11 +203,7 @@ static const char *describe_child_status(int code)
 int main(int argc, char **argv)
 {
     (void)argc;
-    if (getenv("GLIBC_TUNABLES") == NULL) {
-        setenv("GLIBC_TUNABLES", "glibc.pthread.stack_cache_size=0", 1);
-        execv("/proc/self/exe", argv);
-        hard_error("cannot run %s again", argv[0]);
-    }
+    rerun_with("GLIBC_TUNABLES", "glibc.pthread.stack_cache_size=0", argv);
     pthread_t workers[WORKERS];
 
     for (int i = 0; i < WORKERS; i++) {

@@ -144,11 +144,7 @@ static void whole_units(void)
 int main(int argc, char **argv)
 {
     (void)argc;
-    if (getenv("HAKMEM_DECAY_MS") == NULL) {
-        setenv("HAKMEM_DECAY_MS", "50", 1);
-        execv("/proc/self/exe", argv);
-        hard_error("cannot run %s again", argv[0]);
-    }
+    rerun_with("HAKMEM_DECAY_MS", "50", argv);
     split_over_program_bytes();
     grow_after_decay();
     grow_from_quarter_mib();
