@@ -46,9 +46,10 @@ void hak_heap_trim(void);
 /* Thread exit: empties the caches, hands back or abandons every slab. */
 void hak_heap_thread_exit(void *heap);
 /* In a forked child, where only the calling thread lives, with the registry
- * locked (since fork's prepare handler): the other threads' heaps leave it
- * as at their exit, for glibc may reuse their TLS, which the registry reads
- * (struct hak_thread).  Their cached blocks and slabs stay theirs. */
+ * locked (since fork's prepare handler): the registry keeps the calling
+ * thread's heap alone and the others' counts among the retired ones, for
+ * glibc may unmap the other threads' TLS, which the registry reads (struct
+ * hak_thread).  Their cached blocks and slabs stay theirs. */
 void hak_heap_forget_other_threads(void);
 
 /* Whether block lies at a multiple of the block size from the slab's start
