@@ -1042,6 +1042,13 @@ void hak_heap_follow_thread_node(void)
     follow_cpu(heap);
 }
 
+/* heap's counters join those of exited threads; the registry is locked. */
+static void retire_stats(const struct hak_heap *heap)
+{
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
+        add_stats(&registry.retired[cls], heap, cls);
+}
+
 /* Takes heap off the registry, its counters into the retired ones; the
  * registry is locked. */
 static void unregister(struct hak_heap *heap)
@@ -1056,8 +1063,7 @@ static void unregister(struct hak_heap *heap)
         if (heap->next_live)
             heap->next_live->prev_live = heap->prev_live;
     }
-    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
-        add_stats(&registry.retired[cls], heap, cls);
+    retire_stats(heap);
 }
 
 void hak_heap_thread_exit(void *arg)
@@ -1085,8 +1091,7 @@ void hak_heap_forget_other_threads(void)
     struct hak_heap *own = hak_tls.heap;
     for (struct hak_heap *heap = registry.live; heap; heap = heap->next_live)
         if (heap != own)
-            for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
-                add_stats(&registry.retired[cls], heap, cls);
+            retire_stats(heap);
     /* No write to the other heaps: their pages stay shared with the parent
      * (a fork that copied them cost a fault each). */
     registry.live = NULL;
