@@ -18,13 +18,8 @@ static void churn(size_t size)
 {
     static void *blocks[MAX_BLOCKS];
     uint32_t count = (uint32_t)(4 * MiB / hak_class_size[hak_class_of(size)]) + 64;
-    for (int round = 0; round < ROUNDS; round++) {
-        for (uint32_t i = 0; i < count; i++)
-            if (!(blocks[i] = malloc(size)))
-                hard_error("malloc(%zu) failed", size);
-        for (uint32_t i = 0; i < count; i++)
-            free(blocks[i]);
-    }
+    for (int round = 0; round < ROUNDS; round++)
+        unit_malloc_free_batch(blocks, count, size);
 }
 
 static uint64_t growth_bytes(void)

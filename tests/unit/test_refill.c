@@ -39,13 +39,8 @@ static void check_class(size_t size)
     struct hak_class_stats before[HAK_NUM_CLASSES] = {0}, after[HAK_NUM_CLASSES] = {0};
     hak_heap_sum_stats(before);
     static void *blocks[BLOCKS];
-    for (int round = 0; round < ROUNDS; round++) {
-        for (int i = 0; i < BLOCKS; i++)
-            if (!(blocks[i] = malloc(size)))
-                hard_error("malloc(%zu) failed", size);
-        for (int i = 0; i < BLOCKS; i++)
-            free(blocks[i]);
-    }
+    for (int round = 0; round < ROUNDS; round++)
+        unit_malloc_free_batch(blocks, BLOCKS, size);
     hak_heap_sum_stats(after);
     uint64_t allocs = after[cls].allocs - before[cls].allocs;
     uint64_t refills = after[cls].refills - before[cls].refills;
@@ -85,11 +80,7 @@ static void check_batches_fit(size_t size, uint32_t batch)
     for (int round = 0; round < 40; round++) {
         if (round == 20)
             hak_heap_sum_stats(before);
-        for (uint32_t i = 0; i < batch; i++)
-            if (!(blocks[i] = malloc(size)))
-                hard_error("malloc(%zu) failed", size);
-        for (uint32_t i = 0; i < batch; i++)
-            free(blocks[i]);
+        unit_malloc_free_batch(blocks, batch, size);
         CHECK(small_cache_bytes() <= THREAD_CACHE_BOUND,
               "%s: the small caches may hold %llu bytes, over the thread's bound", name,
               (unsigned long long)small_cache_bytes());

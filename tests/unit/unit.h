@@ -49,6 +49,17 @@ static inline bool unit_page_resident(const void *page)
     return vec & 1;
 }
 
+/* count blocks of size, each malloc'd in turn, then each freed: a batch a
+ * cache must take in and give back whole. */
+static inline void unit_malloc_free_batch(void **blocks, size_t count, size_t size)
+{
+    for (size_t i = 0; i < count; i++)
+        if (!(blocks[i] = malloc(size)))
+            hard_error("malloc(%zu) failed", size);
+    for (size_t i = 0; i < count; i++)
+        free(blocks[i]);
+}
+
 static inline void unit_thread_start(pthread_t *thread, void *(*body)(void *), void *arg)
 {
     if (pthread_create(thread, NULL, body, arg) != 0)
