@@ -11,6 +11,10 @@
 /* Neighbouring hot spans merge, up to a whole chunk. */
 #define MAX_HOT_PAGES HAK_ARENA_USABLE_PAGES
 
+/* hak_hot_span_release_stale: spans idle for this part of HAKMEM_DECAY_MS
+ * while the node maps fresh memory for other blocks. */
+#define STALE_FRACTION 8
+
 struct hot_span_box {
     size_t bytes;
     size_t spans;
@@ -59,9 +63,11 @@ static void unlink_span(struct hot_span_box *box, struct hak_slab *span)
     box->spans--;
 }
 
-/* Unlinks what is over budget or too old; the caller decommits it unlocked.
- * Times are read before the lock, so an entry may be newer than now. */
-static struct hak_slab *collect_evictions(struct hot_span_box *box, uint64_t now)
+/* Unlinks what is over budget or older than max_age_ms; the caller
+ * decommits it unlocked.  Times are read before the lock, so an entry may
+ * be newer than now. */
+static struct hak_slab *collect_evictions(struct hot_span_box *box, uint64_t now,
+                                          uint64_t max_age_ms)
 {
     struct hak_slab *evicted = NULL;
     /* Over budget, go down to three quarters of it: one batch of evictions
@@ -69,8 +75,7 @@ static struct hak_slab *collect_evictions(struct hot_span_box *box, uint64_t now
      * call per put (each call flushes every CPU's TLB for the process). */
     size_t budget = hak_options_hot_bytes();
     size_t target = box->bytes > budget ? budget / 4 * 3 : budget;
-    while (box->oldest &&
-           (box->bytes > target || now >= box->oldest->freed_ms + hak_options.decay_ms)) {
+    while (box->oldest && (box->bytes > target || now >= box->oldest->freed_ms + max_age_ms)) {
         struct hak_slab *span = box->oldest;
         unlink_span(box, span);
         span->kind = HAK_SLAB_INVALID;
@@ -180,7 +185,7 @@ struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages)
     }
     if (span)
         span->kind = HAK_SLAB_INVALID;
-    struct hak_slab *evicted = collect_evictions(box, now);
+    struct hak_slab *evicted = collect_evictions(box, now, hak_options.decay_ms);
     pthread_mutex_unlock(lock_of(box));
     release(evicted);
     if (span) {
@@ -260,7 +265,7 @@ void hak_hot_span_put(struct hak_slab *span)
     hak_span_bins_insert(&box->bins, span);
     age_append(box, span);
     box->bytes += span_bytes(span);
-    struct hak_slab *evicted = collect_evictions(box, now);
+    struct hak_slab *evicted = collect_evictions(box, now, hak_options.decay_ms);
     pthread_mutex_unlock(lock_of(box));
     for (unsigned i = 0; i < 2; i++)
         if (drop[i])
@@ -275,18 +280,30 @@ size_t hak_hot_span_retained(unsigned node, uint64_t *count)
     return __atomic_load_n(&box->bytes, __ATOMIC_RELAXED);
 }
 
-size_t hak_hot_span_release_all(unsigned node)
+/* Evicts the spans older than max_age_ms (and any over budget); returns
+ * the bytes decommitted. */
+static size_t release_older(struct hot_span_box *box, uint64_t now, uint64_t max_age_ms)
 {
-    struct hot_span_box *box = &boxes[node];
     if (!__atomic_load_n(&box->bytes, __ATOMIC_RELAXED))
         return 0;
     pthread_mutex_lock(lock_of(box));
-    size_t bytes = box->bytes;
-    /* No span is younger than the end of time. */
-    struct hak_slab *evicted = collect_evictions(box, UINT64_MAX);
+    size_t before = box->bytes;
+    struct hak_slab *evicted = collect_evictions(box, now, max_age_ms);
+    size_t bytes = before - box->bytes;
     pthread_mutex_unlock(lock_of(box));
     release(evicted);
     return bytes;
+}
+
+size_t hak_hot_span_release_all(unsigned node)
+{
+    /* No span is younger than the end of time. */
+    return release_older(&boxes[node], UINT64_MAX, 0);
+}
+
+void hak_hot_span_release_stale(unsigned node)
+{
+    release_older(&boxes[node], hak_os_now_ms(), hak_options.decay_ms / STALE_FRACTION);
 }
 
 void hak_hot_span_lock_all(unsigned nodes)

@@ -3,6 +3,7 @@
 #include "../fork_locks.h"
 #include "../options.h"
 #include "../os.h"
+#include "hot_span_box.h"
 #include "superslab.h"
 
 #define MAX_SPARES 4
@@ -57,6 +58,7 @@ struct hak_slab *hak_shared_pool_take(unsigned node)
     }
     if (!ss) {
         pthread_mutex_unlock(lock_of(pool));
+        hak_hot_span_release_stale(node);
         /* Mapping is slow; do it outside the lock. */
         ss = hak_superslab_create(node);
         if (!ss)

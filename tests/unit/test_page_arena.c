@@ -3,7 +3,8 @@
  * once, freed spans coalesce back into whole chunks, and the box hands
  * freed memory back, merged with its hot neighbours and cut to the length
  * asked for, until its byte budget pushes it out to the arena,
- * decommitted; malloc_trim's release of all of it.
+ * decommitted; malloc_trim's release of all of it, and the release of the
+ * stale spans before fresh memory is mapped for small blocks.
  *
  * The test owns node 0's arena: the program allocates no Mid or L25 blocks
  * (stdout is unbuffered, so stdio does not either). */
@@ -465,6 +466,45 @@ static void test_release_all(void)
     CHECK(hak_page_arena_release_free(0) == 0, "the arena released a second time");
 }
 
+/* Before fresh memory for small blocks: spans idle for an eighth of the
+ * decay leave, decommitted; younger ones stay hot. */
+static void test_release_stale(void)
+{
+    enum { PAGES = 4, STALE_MS = 100 };
+    size_t span_bytes = PAGES * HAK_PAGE_SIZE;
+    hak_options.hot_bytes = 64u << 20;
+    hak_options.decay_ms = 8 * STALE_MS;
+    struct hak_slab *guard = alloc_span(1); /* keeps the chunk mapped meanwhile */
+    struct hak_slab *fences[2];
+    struct hak_slab *old = alloc_fenced(PAGES, &fences[0]);
+    struct hak_slab *young = alloc_fenced(PAGES, &fences[1]);
+    char *old_start = old->start, *young_start = young->start;
+    fill_pattern(old_start, span_bytes, 31);
+    fill_pattern(young_start, span_bytes, 32);
+    hak_hot_span_put(old);
+    usleep(2 * STALE_MS * 1000);
+    hak_hot_span_put(young);
+    uint64_t evictions = counter(HAK_STAT_HOT_EVICTIONS);
+    hak_hot_span_release_stale(0);
+    CHECK(counter(HAK_STAT_HOT_EVICTIONS) - evictions == 1,
+          "%llu spans left the box, expected the one idle for %d ms",
+          (unsigned long long)(counter(HAK_STAT_HOT_EVICTIONS) - evictions), 2 * STALE_MS);
+    CHECK(nonzero_offset(old_start, span_bytes) == PATTERN_INTACT,
+          "the stale span was not decommitted");
+    CHECK(pattern_mismatch(young_start, span_bytes, 32) == PATTERN_INTACT,
+          "the span freed just now lost its contents");
+    struct hak_slab *taken = hak_hot_span_take(0, PAGES);
+    CHECK(taken == young, "the box gave %p, not the young span",
+          taken ? (void *)taken->start : NULL);
+    CHECK(hak_hot_span_take(0, PAGES) == NULL, "the stale span was still handed out");
+    if (taken)
+        free_span(taken);
+    free_span(fences[0]);
+    free_span(fences[1]);
+    free_span(guard);
+    hak_options.decay_ms = 3600 * 1000;
+}
+
 /* ---- threads allocating and freeing neighbours at once ---- */
 
 #define RACE_THREADS 4
@@ -545,5 +585,6 @@ int main(void)
     test_hot_budget();
     test_concurrent_neighbours();
     test_release_all();
+    test_release_stale();
     return test_result("test_page_arena");
 }

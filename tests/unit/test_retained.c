@@ -4,12 +4,16 @@
  * zeros, and count as fresh again), leaves slabs in use alone, and has
  * nothing more to give a second time; SuperSlabs that empty stay mapped, a
  * few of them, for the next slabs.  The large-block gauges that mallinfo
- * reads follow blocks out and back. */
+ * reads follow blocks out and back.  A SuperSlab mapped anew first lets
+ * go of the HotSpanBox's stale spans. */
 #include <string.h>
 
+#include "arena/hot_span_box.h"
 #include "arena/large.h"
+#include "arena/page_arena.h"
 #include "arena/page_map.h"
 #include "arena/shared_pool.h"
+#include "options.h"
 #include "stats.h"
 #include "unit.h"
 
@@ -162,6 +166,51 @@ static void test_spare_superslabs(void)
     CHECK(mapped_chunks() == 0, "spares still mapped after the release");
 }
 
+/* A SuperSlab mapped anew first lets go of the node's hot spans that sat
+ * idle for an eighth of the decay: freed Mid and L25 memory that nothing
+ * took again, which would add to the footprint of the growth.  The spans
+ * freed since stay. */
+static void test_growth_releases_stale_spans(void)
+{
+    enum { STALE_MS = 100, PAGES = 4 };
+    hak_options.decay_ms = 8 * STALE_MS;
+    hak_options.hot_bytes = 64u << 20;
+    hak_shared_pool_release(0); /* no spares: the next SuperSlab is mapped */
+    struct hak_slab *stale = hak_page_arena_alloc(0, PAGES);
+    struct hak_slab *fence = hak_page_arena_alloc(0, 1); /* or the two would merge */
+    struct hak_slab *young = hak_page_arena_alloc(0, PAGES);
+    if (!stale || !fence || !young)
+        hard_error("hak_page_arena_alloc(0, %d) failed", PAGES);
+    hak_hot_span_put(stale);
+    usleep(2 * STALE_MS * 1000);
+    hak_hot_span_put(young);
+    uint64_t count = 0;
+    CHECK(hak_hot_span_retained(0, &count) == 2 * PAGES * HAK_PAGE_SIZE,
+          "the box holds %llu spans, not the two put", (unsigned long long)count);
+
+    static struct hak_slab *slabs[SLABS_PER_SS + 1];
+    uint64_t created = counter(HAK_STAT_SUPERSLABS);
+    unsigned taken = 0;
+    while (counter(HAK_STAT_SUPERSLABS) == created && taken <= SLABS_PER_SS)
+        slabs[taken++] = take_slab();
+    CHECK(counter(HAK_STAT_SUPERSLABS) > created, "%u slabs taken, no SuperSlab mapped", taken);
+    count = 0;
+    size_t held = hak_hot_span_retained(0, &count);
+    CHECK(count == 1 && held == PAGES * HAK_PAGE_SIZE,
+          "after the growth the box holds %llu spans, %zu bytes: not the young one alone",
+          (unsigned long long)count, held);
+    struct hak_slab *back = hak_hot_span_take(0, PAGES);
+    CHECK(back == young, "the box gave %p, not the span freed last",
+          back ? (void *)back->start : NULL);
+    if (back)
+        hak_hot_span_put(back);
+    hak_hot_span_put(fence);
+    hak_hot_span_release_all(0);
+    for (unsigned i = 0; i < taken; i++)
+        hak_shared_pool_give(slabs[i]);
+    hak_options.decay_ms = 3600 * 1000;
+}
+
 int main(void)
 {
     unit_watchdog();
@@ -169,5 +218,6 @@ int main(void)
     test_large_cache();
     test_shared_pool();
     test_spare_superslabs();
+    test_growth_releases_stale_spans();
     return test_result("test_retained");
 }
