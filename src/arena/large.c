@@ -12,6 +12,7 @@
 #include "../options.h"
 #include "../os.h"
 #include "../stats.h"
+#include "hot_span_box.h"
 #include "page_map.h"
 
 #define CACHE_SLOTS 32
@@ -477,6 +478,7 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
             return hand_out(cached, size, zeroed);
         }
     }
+    hak_hot_span_release_stale(node);
     struct hak_large *large = hak_os_map_aligned(total, map_align);
     if (!large)
         return NULL;

@@ -4,8 +4,8 @@
  * zeros, and count as fresh again), leaves slabs in use alone, and has
  * nothing more to give a second time; SuperSlabs that empty stay mapped, a
  * few of them, for the next slabs.  The large-block gauges that mallinfo
- * reads follow blocks out and back.  A SuperSlab mapped anew first lets
- * go of the HotSpanBox's stale spans. */
+ * reads follow blocks out and back.  A SuperSlab or large block mapped
+ * anew first lets go of the HotSpanBox's stale spans. */
 #include <string.h>
 
 #include "arena/hot_span_box.h"
@@ -166,10 +166,10 @@ static void test_spare_superslabs(void)
     CHECK(mapped_chunks() == 0, "spares still mapped after the release");
 }
 
-/* A SuperSlab mapped anew first lets go of the node's hot spans that sat
- * idle for an eighth of the decay: freed Mid and L25 memory that nothing
- * took again, which would add to the footprint of the growth.  The spans
- * freed since stay. */
+/* A SuperSlab or large block mapped anew first lets go of the node's hot
+ * spans that sat idle for an eighth of the decay: freed Mid and L25 memory
+ * that nothing took again, which would add to the footprint of the growth.
+ * The spans freed since stay. */
 static void test_growth_releases_stale_spans(void)
 {
     enum { STALE_MS = 100, PAGES = 4 };
@@ -208,6 +208,21 @@ static void test_growth_releases_stale_spans(void)
     hak_hot_span_release_all(0);
     for (unsigned i = 0; i < taken; i++)
         hak_shared_pool_give(slabs[i]);
+
+    /* A large block mapped anew, the same. */
+    hak_large_release_cached(0); /* nothing cached: the block is mapped */
+    struct hak_slab *stale_too = hak_page_arena_alloc(0, PAGES);
+    if (!stale_too)
+        hard_error("hak_page_arena_alloc(0, %d) failed", PAGES);
+    hak_hot_span_put(stale_too);
+    usleep(2 * STALE_MS * 1000);
+    void *large = large_alloc(2 * MiB);
+    count = 0;
+    CHECK(hak_hot_span_retained(0, &count) == 0 && count == 0,
+          "after a large block was mapped the box still holds %llu spans",
+          (unsigned long long)count);
+    large_free(large);
+    hak_large_release_cached(0);
     hak_options.decay_ms = 3600 * 1000;
 }
 
