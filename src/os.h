@@ -67,6 +67,13 @@ int hak_os_keep_fd(int fd);
 int hak_os_open_append(const char *path);
 void hak_os_close(int fd);
 uint64_t hak_os_now_ms(void);
+/* Whether age_ms or more passed from then until now: false when then is the
+ * later (read under a lock that now was read before), and for an age that
+ * would pass the end of time (HAKMEM_DECAY_MS set that high means never). */
+static inline bool hak_os_aged(uint64_t now, uint64_t then, uint64_t age_ms)
+{
+    return now >= then && now - then >= age_ms;
+}
 unsigned hak_os_pid(void);
 /* Lets another thread run, while waiting for one that holds no lock. */
 void hak_os_yield(void);

@@ -75,7 +75,8 @@ static struct hak_slab *collect_evictions(struct hot_span_box *box, uint64_t now
      * call per put (each call flushes every CPU's TLB for the process). */
     size_t budget = hak_options_hot_bytes();
     size_t target = box->bytes > budget ? budget / 4 * 3 : budget;
-    while (box->oldest && (box->bytes > target || now >= box->oldest->freed_ms + max_age_ms)) {
+    while (box->oldest &&
+           (box->bytes > target || hak_os_aged(now, box->oldest->freed_ms, max_age_ms))) {
         struct hak_slab *span = box->oldest;
         unlink_span(box, span);
         span->kind = HAK_SLAB_INVALID;

@@ -232,7 +232,7 @@ static void merge(struct hak_large *large, struct hak_large *next)
 static unsigned trim(struct large_cache *cache, uint64_t now, unsigned room,
                      struct hak_large **evicted)
 {
-    if (now >= cache->peak_ms + hak_options.decay_ms) {
+    if (hak_os_aged(now, cache->peak_ms, hak_options.decay_ms)) {
         size_t live = __atomic_load_n(&cache->live, __ATOMIC_RELAXED);
         size_t half = __atomic_load_n(&cache->peak, __ATOMIC_RELAXED) / 2;
         __atomic_store_n(&cache->peak, live > half ? live : half, __ATOMIC_RELAXED);
@@ -241,7 +241,7 @@ static unsigned trim(struct large_cache *cache, uint64_t now, unsigned room,
     size_t limit = budget(cache);
     unsigned evictions = 0;
     while (cache->count && (cache->bytes > limit || cache->count > CACHE_SLOTS - room ||
-                            now >= cache->slots[0]->freed_ms + hak_options.decay_ms)) {
+                            hak_os_aged(now, cache->slots[0]->freed_ms, hak_options.decay_ms))) {
         evicted[evictions++] = cache->slots[0];
         remove_slot(cache, 0);
     }

@@ -84,7 +84,7 @@ static unsigned keep_spare(struct shared_pool *pool, struct hak_superslab *ss,
 {
     uint64_t now = hak_os_now_ms();
     unsigned gone = 0;
-    while (gone < pool->spares && now >= pool->spare_ms[gone] + hak_options.decay_ms)
+    while (gone < pool->spares && hak_os_aged(now, pool->spare_ms[gone], hak_options.decay_ms))
         gone++;
     if (gone == 0 && pool->spares == MAX_SPARES)
         gone = 1;

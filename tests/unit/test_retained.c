@@ -172,7 +172,9 @@ static void test_spare_superslabs(void)
  * The spans freed since stay. */
 static void test_growth_releases_stale_spans(void)
 {
-    enum { STALE_MS = 100, PAGES = 4 };
+    enum { STALE_MS = 60 * 1000, PAGES = 4 };
+    uint64_t decay_ms = hak_options.decay_ms;
+    size_t hot_bytes = hak_options.hot_bytes;
     hak_options.decay_ms = 8 * STALE_MS;
     hak_options.hot_bytes = 64u << 20;
     hak_shared_pool_release(0); /* no spares: the next SuperSlab is mapped */
@@ -182,8 +184,8 @@ static void test_growth_releases_stale_spans(void)
     if (!stale || !fence || !young)
         hard_error("hak_page_arena_alloc(0, %d) failed", PAGES);
     hak_hot_span_put(stale);
-    usleep(2 * STALE_MS * 1000);
     hak_hot_span_put(young);
+    unit_age_hot_span(stale, 2 * STALE_MS);
     uint64_t count = 0;
     CHECK(hak_hot_span_retained(0, &count) == 2 * PAGES * HAK_PAGE_SIZE,
           "the box holds %llu spans, not the two put", (unsigned long long)count);
@@ -199,23 +201,12 @@ static void test_growth_releases_stale_spans(void)
     CHECK(count == 1 && held == PAGES * HAK_PAGE_SIZE,
           "after the growth the box holds %llu spans, %zu bytes: not the young one alone",
           (unsigned long long)count, held);
-    struct hak_slab *back = hak_hot_span_take(0, PAGES);
-    CHECK(back == young, "the box gave %p, not the span freed last",
-          back ? (void *)back->start : NULL);
-    if (back)
-        hak_hot_span_put(back);
-    hak_hot_span_put(fence);
-    hak_hot_span_release_all(0);
     for (unsigned i = 0; i < taken; i++)
         hak_shared_pool_give(slabs[i]);
 
     /* A large block mapped anew, the same. */
     hak_large_release_cached(0); /* nothing cached: the block is mapped */
-    struct hak_slab *stale_too = hak_page_arena_alloc(0, PAGES);
-    if (!stale_too)
-        hard_error("hak_page_arena_alloc(0, %d) failed", PAGES);
-    hak_hot_span_put(stale_too);
-    usleep(2 * STALE_MS * 1000);
+    unit_age_hot_span(young, 2 * STALE_MS);
     void *large = large_alloc(2 * MiB);
     count = 0;
     CHECK(hak_hot_span_retained(0, &count) == 0 && count == 0,
@@ -223,7 +214,10 @@ static void test_growth_releases_stale_spans(void)
           (unsigned long long)count);
     large_free(large);
     hak_large_release_cached(0);
-    hak_options.decay_ms = 3600 * 1000;
+    hak_hot_span_put(fence);
+    hak_hot_span_release_all(0);
+    hak_options.decay_ms = decay_ms;
+    hak_options.hot_bytes = hot_bytes;
 }
 
 int main(void)

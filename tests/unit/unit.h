@@ -6,6 +6,7 @@
 #define HAKMEM_UNIT_H
 
 #include "../harness.h"
+#include "internal.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -39,6 +40,13 @@ static inline void *unit_map(size_t size)
         hard_error("mmap of %zu bytes failed", size);
     madvise(mem, size, MADV_NOHUGEPAGE);
     return mem;
+}
+
+/* Makes a span in the HotSpanBox look freed ms milliseconds earlier (not
+ * before the clock's start), so that tests of its aging need not sleep. */
+static inline void unit_age_hot_span(struct hak_slab *span, uint64_t ms)
+{
+    span->freed_ms = span->freed_ms > ms ? span->freed_ms - ms : 0;
 }
 
 static inline bool unit_page_resident(const void *page)
