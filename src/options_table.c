@@ -40,7 +40,7 @@ const struct hak_option hak_option_table[] = {
     {"HAKMEM_DECAY_MS", HAK_OPT_U64, &hak_options.decay_ms,
      "how long a freed span, cached large block or empty SuperSlab stays resident (ms)",
      "how long, in milliseconds, a freed span, a cached large block or an empty SuperSlab stays "
-     "resident before it goes back to the kernel; a freed span idle for an eighth of it goes "
+     "resident before it goes back to the kernel; a freed span idle for a sixteenth of it goes "
      "back as soon as its node maps fresh memory for small or large blocks",
      NULL},
     {"HAKMEM_SMALL_CACHE", HAK_OPT_U32, &hak_options.small_cache,

@@ -11,10 +11,6 @@
 /* Neighbouring hot spans merge, up to a whole chunk. */
 #define MAX_HOT_PAGES HAK_ARENA_USABLE_PAGES
 
-/* hak_hot_span_release_stale: spans idle for this part of HAKMEM_DECAY_MS
- * while the node maps fresh memory for other blocks. */
-#define STALE_FRACTION 8
-
 struct hot_span_box {
     size_t bytes;
     size_t spans;
@@ -304,7 +300,8 @@ size_t hak_hot_span_release_all(unsigned node)
 
 void hak_hot_span_release_stale(unsigned node)
 {
-    release_older(&boxes[node], hak_os_now_ms(), hak_options.decay_ms / STALE_FRACTION);
+    release_older(&boxes[node], hak_os_now_ms(),
+                  hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION);
 }
 
 void hak_hot_span_lock_all(unsigned nodes)

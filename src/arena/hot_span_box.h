@@ -19,13 +19,15 @@ size_t hak_hot_span_retained(unsigned node, uint64_t *count);
  * PageArena now, whatever its age; returns the bytes decommitted. */
 size_t hak_hot_span_release_all(unsigned node);
 /* Before node maps fresh memory for small or large blocks: the spans idle
- * for an eighth of HAKMEM_DECAY_MS are decommitted and returned to the
- * PageArena.  Kept resident, they would add to the peak footprint of a
- * program that freed them and then grows in other sizes, which they cannot
- * serve (redis: the list nodes of one phase, 24 MB of spans never taken
- * again, held through the phases that followed), and only the box's own
- * puts and takes would ever age them out. */
+ * for a sixteenth of HAKMEM_DECAY_MS (312 ms by default) are decommitted
+ * and returned to the PageArena.  Kept resident, they would add to the peak
+ * footprint of a program that freed them and then grows in other sizes,
+ * which they cannot serve (redis: the list nodes of one phase, 24 MB of
+ * spans never taken again, held through the phases that followed), and
+ * only the box's own puts and takes would ever age them out.  An eighth
+ * let them stay through about half of redis-benchmark's runs. */
 void hak_hot_span_release_stale(unsigned node);
+#define HAK_HOT_SPAN_STALE_FRACTION 16
 
 /* The first nodes nodes' locks, for fork. */
 void hak_hot_span_lock_all(unsigned nodes);

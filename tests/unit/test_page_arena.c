@@ -466,7 +466,7 @@ static void test_release_all(void)
     CHECK(hak_page_arena_release_free(0) == 0, "the arena released a second time");
 }
 
-/* Before fresh memory is mapped for other blocks: spans idle for an eighth
+/* Before fresh memory is mapped for other blocks: spans idle for a sixteenth
  * of the decay leave, decommitted; younger ones stay hot. */
 static void test_release_stale(void)
 {
@@ -474,7 +474,7 @@ static void test_release_stale(void)
     size_t span_bytes = PAGES * HAK_PAGE_SIZE;
     uint64_t decay_ms = hak_options.decay_ms;
     hak_options.hot_bytes = 64u << 20;
-    hak_options.decay_ms = 8 * STALE_MS;
+    hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * STALE_MS;
     struct hak_slab *guard = alloc_span(1); /* keeps the chunk mapped meanwhile */
     struct hak_slab *fences[2];
     struct hak_slab *old = alloc_fenced(PAGES, &fences[0]);

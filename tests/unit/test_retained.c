@@ -167,7 +167,7 @@ static void test_spare_superslabs(void)
 }
 
 /* A SuperSlab or large block mapped anew first lets go of the node's hot
- * spans that sat idle for an eighth of the decay: freed Mid and L25 memory
+ * spans that sat idle for a sixteenth of the decay: freed Mid and L25 memory
  * that nothing took again, which would add to the footprint of the growth.
  * The spans freed since stay. */
 static void test_growth_releases_stale_spans(void)
@@ -175,7 +175,7 @@ static void test_growth_releases_stale_spans(void)
     enum { STALE_MS = 60 * 1000, PAGES = 4 };
     uint64_t decay_ms = hak_options.decay_ms;
     size_t hot_bytes = hak_options.hot_bytes;
-    hak_options.decay_ms = 8 * STALE_MS;
+    hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * STALE_MS;
     hak_options.hot_bytes = 64u << 20;
     hak_shared_pool_release(0); /* no spares: the next SuperSlab is mapped */
     struct hak_slab *stale = hak_page_arena_alloc(0, PAGES);
