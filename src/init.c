@@ -19,6 +19,7 @@
 #include "numa/node.h"
 #include "options.h"
 #include "stats.h"
+#include "stats_report.h"
 #include "hakmem.h"
 
 struct hak_slab hak_empty_slab = {.kind = HAK_SLAB_INVALID, .free_node = HAK_NO_NODE};

@@ -13,6 +13,7 @@ src_libhakmem_la_SOURCES = \
 	src/os.c src/os.h \
 	src/print.c src/print.h \
 	src/stats.c src/stats.h \
+	src/stats_report.c src/stats_report.h \
 	src/fork_locks.c src/fork_locks.h \
 	src/front/block_link.c src/front/block_link.h \
 	src/front/canary.c src/front/canary.h \

@@ -1,4 +1,4 @@
-/* Telemetry: process-wide counters, and the report HAKMEM_STATS=1 prints. */
+/* Telemetry: process-wide counters (stats_report.c prints them). */
 #ifndef HAK_STATS_H
 #define HAK_STATS_H
 
@@ -117,11 +117,7 @@ static inline void hak_stat_gauge(enum hak_stat which, int64_t delta)
  * never written again. */
 struct hak_printer;
 void hak_stats_note_topology(const struct hak_printer *note);
-
-/* Start-up, once the options are read: keeps what the report at exit
- * needs (a copy of stderr). */
-void hak_stats_setup(void);
-/* The report HAKMEM_STATS asks for, where HAKMEM_STATS_FILE says. */
-void hak_stats_report_at_exit(void);
+/* The note, or NULL before the topology is known. */
+const struct hak_printer *hak_stats_topology_note(void);
 
 #endif
