@@ -1,7 +1,7 @@
 /* The report HAKMEM_STATS asks for, and hak_stats_print: the counters of
  * stats.c with the thread heaps' per-class sums and the page telemetry, as
- * text or JSON.  An entry point, like malloc_api.c: it reads the front end
- * and the backends, which the counters below them must not. */
+ * text or JSON.  An entry point, like malloc_api.c: it reads the front end,
+ * which the counters, beneath every layer, must not. */
 #include "stats_report.h"
 
 #include <string.h>

@@ -470,7 +470,7 @@ static void test_release_all(void)
  * of the decay leave, decommitted; younger ones stay hot. */
 static void test_release_stale(void)
 {
-    enum { PAGES = 4, STALE_MS = 60 * 1000 };
+    enum { PAGES = 4, STALE_MS = 5000 };
     size_t span_bytes = PAGES * HAK_PAGE_SIZE;
     uint64_t decay_ms = hak_options.decay_ms;
     hak_options.hot_bytes = 64u << 20;

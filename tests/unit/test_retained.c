@@ -172,7 +172,7 @@ static void test_spare_superslabs(void)
  * The spans freed since stay. */
 static void test_growth_releases_stale_spans(void)
 {
-    enum { STALE_MS = 60 * 1000, PAGES = 4 };
+    enum { STALE_MS = 5000, PAGES = 4 };
     uint64_t decay_ms = hak_options.decay_ms;
     size_t hot_bytes = hak_options.hot_bytes;
     hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * STALE_MS;
