@@ -5,6 +5,7 @@ src_libhakmem_la_SOURCES = \
 	src/malloc_api.c \
 	src/glibc_ext.c \
 	src/cxx_operators.c \
+	src/affinity.c \
 	src/init.c \
 	src/fault.c src/fault.h \
 	src/harden.c src/harden.h \
@@ -31,7 +32,6 @@ src_libhakmem_la_SOURCES = \
 	src/arena/span_bins.h \
 	src/arena/superslab.c src/arena/superslab.h \
 	src/arena/node_block.c src/arena/node_block.h \
-	src/numa/affinity.c \
 	src/numa/binding.c src/numa/binding.h \
 	src/numa/cpu.h \
 	src/numa/hwloc_api.c src/numa/hwloc_api.h \

@@ -17,8 +17,8 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include "../front/thread_heap.h"
-#include "../internal.h"
+#include "front/thread_heap.h"
+#include "internal.h"
 
 typedef int sched_setaffinity_fn(pid_t, size_t, const cpu_set_t *);
 typedef int pthread_setaffinity_np_fn(pthread_t, size_t, const cpu_set_t *);
