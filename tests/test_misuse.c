@@ -130,11 +130,31 @@ static void double_free_merged_large(void)
     free(fault_ptr(first));
 }
 
-static void interior_free(size_t size, size_t offset)
+static void interior_free_of(char *block, size_t offset)
 {
-    char *block = must_malloc(size);
     tell("addr", block + offset);
     free(fault_ptr(block + offset));
+}
+
+static void interior_free(size_t size, size_t offset)
+{
+    interior_free_of(must_malloc(size), offset);
+}
+
+/* Level 0's fast path checks nothing, but its slow paths refuse what
+ * starts no block.  After a teardown of more blocks than the cache holds,
+ * every free of the class fills the cache and goes straight on to its slab
+ * (hak_heap_flush): there too. */
+#define TEARDOWN_BLOCKS 20000
+
+static void interior_free_flushing(void)
+{
+    static void *blocks[TEARDOWN_BLOCKS];
+    for (size_t i = 0; i < TEARDOWN_BLOCKS; i++)
+        blocks[i] = must_malloc(SMALL_SIZE);
+    for (size_t i = 1; i < TEARDOWN_BLOCKS; i++)
+        free(blocks[i]);
+    interior_free_of(blocks[0], 16);
 }
 
 /* The first block of a class in a fresh process starts its slab or span. */
@@ -296,6 +316,8 @@ static void run_case(const char *name)
         double_free(LARGE_SIZE);
     } else if (!strcmp(name, "interior_small")) {
         interior_free(SMALL_SIZE, 16);
+    } else if (!strcmp(name, "interior_small_flushing")) {
+        interior_free_flushing();
     } else if (!strcmp(name, "interior_mid")) {
         interior_free(MID_SIZE, 64);
     } else if (!strcmp(name, "interior_l25")) {
@@ -421,6 +443,8 @@ static const struct misuse_case cases[] = {
     {"double_free_l25", "1", SIGABRT, "double free of", "class L6"},
     {"double_free_large", "1", SIGABRT, "double free of", "large block"},
     {"interior_small", "1", SIGABRT, "free of a pointer inside a block:", "class C7"},
+    {"interior_small_flushing", "0", SIGABRT, "free of a pointer inside a block:", "class C7"},
+    {"interior_small_flushing", "1", SIGABRT, "free of a pointer inside a block:", "class C7"},
     {"interior_mid", "1", SIGABRT, "free of a pointer inside a block:", "class M8"},
     {"interior_l25", "1", SIGABRT, "free of a pointer inside a block:", "class L6"},
     {"interior_l25_page", "1", SIGABRT, "free of a pointer inside a block:", "class L6"},

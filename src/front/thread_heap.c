@@ -732,9 +732,11 @@ static __attribute__((noreturn, cold)) void refuse_cached(struct hak_slab *slab,
  * comes, while its slab is at hand: return_run's work, with no frame.  A
  * flush of half the cache would look each run's slab up again, and the
  * blocks of a class freed together mostly alternate between many slabs,
- * in runs of two or three.  A slab this heap owns serves blocks; the block
- * passed the fast path's block-start check, and here the rest of
- * check_block's: not below the slab's start, nor past its carved blocks. */
+ * in runs of two or three.  A slab this heap owns serves blocks; the fast
+ * path tested that the block starts one of them (hak_slab_starts_block),
+ * and here the rest of check_block's test: not below the slab's start, nor
+ * past its carved blocks.  Its link, written just now by the fast path,
+ * needs no check. */
 void hak_heap_flush(struct hak_slab *slab, unsigned cls)
 {
     struct hak_heap *heap = hak_tls.heap;
@@ -743,24 +745,25 @@ void hak_heap_flush(struct hak_slab *slab, unsigned cls)
         flush_half(heap, cls);
         return;
     }
-    char *block = heap->thread->head[cls];
-    if (HAK_UNLIKELY(block < slab->start || block >= slab->carve ||
-                     !hak_class_divides(cls, (uint32_t)(block - slab->start))))
+    char *block = hak_tls.head[cls];
+    if (HAK_UNLIKELY((uintptr_t)(block - slab->start) >= (uintptr_t)(slab->carve - slab->start)))
         refuse_cached(slab, block);
-    /* Calls only in tail position (or to noreturn functions): no frame. */
-    uintptr_t next = hak_link_decode(block);
-    if (HAK_UNLIKELY(hak_link_corrupted(next))) {
-        hak_fatal_corrupted_link(block);
-        return;
-    }
-    heap->thread->head[cls] = (void *)next;
-    heap->thread->room[cls] = 1;
+    hak_tls.head[cls] = (void *)hak_link_decode(block);
+    hak_tls.room[cls] = 1;
     heap->stats[cls].flushes++;
     heap->stats[cls].blocks_held--;
     hak_link_set(block, slab->free);
     slab->free = block;
     if (HAK_UNLIKELY(--slab->used == 0 || slab->state == HAK_STATE_FULL))
-        settle(heap, slab);
+        settle(heap, slab); /* calls only in tail position: no frame */
+}
+
+void hak_heap_flush_plain(struct hak_slab *slab, unsigned cls)
+{
+    char *block = hak_tls.head[cls];
+    if (HAK_UNLIKELY(!hak_class_divides(cls, (uint32_t)(block - slab->start))))
+        refuse_cached(slab, block);
+    hak_heap_flush(slab, cls);
 }
 
 /* The cache's older half leaves it, in runs (flush_list); the first flush

@@ -20,8 +20,11 @@ extern __thread struct hak_thread hak_tls __attribute__((tls_model("initial-exec
  * size and a canary) when the cache is empty or the thread has moved to
  * another CPU. */
 void *hak_heap_refill(size_t size, unsigned cls);
-/* The cache of cls is full; its first block, just freed, is slab's. */
+/* The cache of cls is full; its first block, just freed, is slab's and
+ * starts one of its blocks (hak_heap_free tested it). */
 void hak_heap_flush(struct hak_slab *slab, unsigned cls);
+/* The same for level 0, whose fast path tests nothing. */
+void hak_heap_flush_plain(struct hak_slab *slab, unsigned cls);
 /* A free the cache cannot take: another node's block, a thread without a
  * heap yet, or a pointer that is not a live block (checked here). */
 void hak_heap_free_other(struct hak_slab *slab, void *block);
@@ -124,7 +127,7 @@ static inline void hak_heap_free_plain(struct hak_slab *slab, void *block)
     hak_link_set_plain(block, hak_tls.head[cls]);
     hak_tls.head[cls] = block;
     if (HAK_UNLIKELY(hak_heap_count_free(cls)))
-        hak_heap_flush(slab, cls);
+        hak_heap_flush_plain(slab, cls);
 }
 
 /* Creates the thread-exit hook; called once by hak_init. */
