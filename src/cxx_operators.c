@@ -28,7 +28,7 @@
 #include <stddef.h>
 
 #include "fault.h"
-#include "front/size_class.h"
+#include "block/size_class.h"
 #include "front/thread_heap.h"
 #include "hakmem.h"
 #include "harden.h"

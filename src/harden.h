@@ -8,7 +8,7 @@
  *   0  links stored plain, frees not checked on the fast path (the slow
  *      paths still refuse pointers that are not blocks of a live slab)
  *   1  links XOR a per-process key, double-free tag, alignment of freed
- *      pointers (front/block_link.h, front/thread_heap.h), exact checks
+ *      pointers (block/block_link.h, front/thread_heap.h), exact checks
  *      whenever a block passes through a slow path
  *   2  checked mode (below), a PROT_NONE guard page after every slab,
  *      span and large block, and free blocks of L25 classes (but for their
@@ -17,7 +17,7 @@
  * Checked mode (level 2, or any level under valgrind's memcheck): every
  * malloc and free goes through the out-of-line paths, every free is checked
  * exactly, and each block records its requested size with a canary after it
- * (front/canary.h), checked on free and, but under memcheck, when the block
+ * (block/canary.h), checked on free and, but under memcheck, when the block
  * above it is handed out or freed.  Under memcheck these paths describe
  * the blocks with client requests (memcheck.h). */
 #ifndef HAK_HARDEN_H

@@ -10,7 +10,7 @@
 #include "arena/page_arena.h"
 #include "arena/page_map.h"
 #include "arena/shared_pool.h"
-#include "front/block_link.h"
+#include "block/block_link.h"
 #include "front/thread_heap.h"
 #include "fault.h"
 #include "fork_locks.h"

@@ -16,10 +16,10 @@ src_libhakmem_la_SOURCES = \
 	src/stats.c src/stats.h \
 	src/stats_report.c src/stats_report.h \
 	src/fork_locks.c src/fork_locks.h \
-	src/front/block_link.c src/front/block_link.h \
-	src/front/canary.c src/front/canary.h \
+	src/block/block_link.c src/block/block_link.h \
+	src/block/canary.c src/block/canary.h \
+	src/block/size_class.c src/block/size_class.h \
 	src/front/quarantine.c src/front/quarantine.h \
-	src/front/size_class.c src/front/size_class.h \
 	src/front/thread_heap.c src/front/thread_heap.h \
 	src/arena/abandoned.c src/arena/abandoned.h \
 	src/arena/hot_span_box.c src/arena/hot_span_box.h \

@@ -8,7 +8,7 @@
 #include "arena/node_block.h"
 #include "arena/page_map.h"
 #include "fault.h"
-#include "front/size_class.h"
+#include "block/size_class.h"
 #include "front/thread_heap.h"
 #include "hakmem.h"
 #include "harden.h"

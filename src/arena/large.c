@@ -5,7 +5,7 @@
 
 #include "../fault.h"
 #include "../fork_locks.h"
-#include "../front/canary.h"
+#include "../block/canary.h"
 #include "../harden.h"
 #include "../memcheck.h"
 #include "../numa/binding.h"

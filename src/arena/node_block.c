@@ -1,7 +1,7 @@
 #include "node_block.h"
 
 #include "../fault.h"
-#include "../front/canary.h"
+#include "../block/canary.h"
 #include "../harden.h"
 #include "../memcheck.h"
 #include "../os.h"

@@ -2,8 +2,8 @@
 
 #include <immintrin.h>
 
-#include "../front/block_link.h"
-#include "../front/size_class.h"
+#include "../block/block_link.h"
+#include "../block/size_class.h"
 #include "../memcheck.h"
 
 static inline uintptr_t flag_of(uintptr_t word)
@@ -92,7 +92,7 @@ bool hak_slab_extend(struct hak_slab *slab)
     char *last = block;
     char *next = block + size;
     /* Tagged free like a freed block: a free of one never handed out is
-     * a double free (front/block_link.h). */
+     * a double free (block/block_link.h). */
     while (next + size <= limit) {
         hak_link_set(last, next);
         hak_block_tag_free(last);

@@ -20,7 +20,7 @@
 #include "../options.h"
 #include "../os.h"
 #include "../stats.h"
-#include "canary.h"
+#include "../block/canary.h"
 #include "quarantine.h"
 
 /* What cpu_word points at where no move needs a look: it always matches

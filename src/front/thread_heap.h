@@ -11,8 +11,8 @@
 #define HAK_THREAD_HEAP_H
 
 #include "../internal.h"
-#include "block_link.h"
-#include "size_class.h"
+#include "../block/block_link.h"
+#include "../block/size_class.h"
 
 extern __thread struct hak_thread hak_tls __attribute__((tls_model("initial-exec"))) HAK_SHARED;
 

@@ -4,7 +4,7 @@
  * class of bigger blocks keeps its first size. */
 #include <stdlib.h>
 
-#include "front/size_class.h"
+#include "block/size_class.h"
 #include "front/thread_heap.h"
 #include "unit.h"
 

@@ -2,7 +2,7 @@
  * its next malloc (thread_heap.h): the refill records the CPU and, the node
  * being the same, hands out the block the cache would have, keeping the
  * cache.  The test plays the kernel through a CPU word of its own. */
-#include "front/size_class.h"
+#include "block/size_class.h"
 #include "front/thread_heap.h"
 #include "hakmem.h"
 #include "unit.h"

@@ -4,7 +4,7 @@
  * every refill up to the full batch, so that a busy class refills rarely. */
 #include <stdlib.h>
 
-#include "front/size_class.h"
+#include "block/size_class.h"
 #include "front/thread_heap.h"
 #include "unit.h"
 

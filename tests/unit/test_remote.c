@@ -12,7 +12,7 @@
 #include <malloc.h>
 #include <string.h>
 
-#include "front/size_class.h"
+#include "block/size_class.h"
 #include "front/thread_heap.h"
 #include "unit.h"
 

@@ -2,7 +2,7 @@
  * it, and the class table has the shape the allocator relies on. */
 #include <string.h>
 
-#include "front/size_class.h"
+#include "block/size_class.h"
 #include "unit.h"
 
 /* The smallest class whose blocks hold size, by walking the table. */

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "arena/slab.h"
-#include "front/block_link.h"
-#include "front/size_class.h"
+#include "block/block_link.h"
+#include "block/size_class.h"
 #include "unit.h"
 
 #define REMOTE_THREADS 4

@@ -16,7 +16,7 @@ const uint8_t hak_small_class_of[HAK_SMALL_MAX / 8 + 1] = {S64(0), S64(64), SMAL
 #define Q(e) (5u << ((e) - 2)), (6u << ((e) - 2)), (7u << ((e) - 2)), (8u << ((e) - 2))
 
 /* The smallest block is 16 bytes: a free block holds its link and its
- * double-free tag (front/block_link.h); every block is a multiple of 16, as
+ * double-free tag (block/block_link.h); every block is a multiple of 16, as
  * malloc's alignment is. */
 const uint32_t hak_class_size[HAK_NUM_CLASSES] = {
     16, 32, 48, 64, 80, 96, 112, 128,
