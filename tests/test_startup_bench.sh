@@ -121,7 +121,10 @@ for failure in failures:
 sys.exit(1 if failures else 0)
 PYTHON
 
-if ! "$srcdir/tools/hakmem-compare" --quick --runs 1 --bench startup:true \
+# Three runs, and their fastest compared, as above: one run's median per
+# process drifts by tens of ms on a loaded machine (glibc's /bin/true once
+# took 33 ms beside the other tests).
+if ! "$srcdir/tools/hakmem-compare" --quick --runs 3 --bench startup:true \
         --alloc "glibc,slow=$out/libslow_start.so" --out "$out/compare" \
         >"$out/compare.stdout" 2>"$out/compare.stderr"; then
     echo "FAIL: hakmem-compare --bench startup:true exited with status $?"
@@ -135,10 +138,11 @@ import sys
 
 with open(sys.argv[1]) as source:
     report = json.load(source)
-wall = {e["allocator"]: e["summary"].get("wall_s", {}).get("median")
+wall = {e["allocator"]: e["summary"].get("wall_s", {}).get("min")
         for e in report["results"] if e["benchmark"] == "startup:true"}
-if not wall.get("glibc") or not wall.get("slow") or wall["slow"] - wall["glibc"] < 0.02:
-    print("FAIL: hakmem-compare startup:true wall_s per process: %s (slow must be 30 ms "
-          "slower)" % wall)
+if (not wall.get("glibc") or not wall.get("slow") or wall["slow"] < 0.03
+        or wall["slow"] - wall["glibc"] < 0.02):
+    print("FAIL: hakmem-compare startup:true fastest wall_s per process: %s (slow must be "
+          "30 ms slower)" % wall)
     sys.exit(1)
 PYTHON
