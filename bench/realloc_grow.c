@@ -1,7 +1,9 @@
 /* realloc_grow: what string builders and vectors do.  Each round a buffer
- * starts at 1 KiB and doubles with realloc up to max_kb, its new half written
+ * starts at 1 KiB and grows with realloc up to max_kb, its new part written
  * page by page after every step as a program appending to it would, and is
- * then freed.  ops = realloc calls. */
+ * then freed.  Each step adds size/step: step=1 doubles (C++ vectors),
+ * step=8 adds an eighth (CPython's lists and bytearrays).  ops = realloc
+ * calls. */
 #include "bench_util.h"
 
 int main(int argc, char **argv)
@@ -9,12 +11,14 @@ int main(int argc, char **argv)
     struct bench_param params[] = {
         {"rounds", 1000, 1},
         {"max_kb", 8192, 2},
+        {"step", 1, 1},
     };
     size_t count = sizeof(params) / sizeof(params[0]);
 
     bench_parse_args(argc, argv, params, count);
     long rounds = params[0].value;
     size_t max_size = (size_t)params[1].value * 1024;
+    size_t step = (size_t)params[2].value;
     long reallocs = 0;
 
     double start = bench_now();
@@ -23,7 +27,7 @@ int main(int argc, char **argv)
         unsigned char *buffer = bench_xmalloc(size);
         bench_touch_pages(buffer, size, (unsigned char)round);
         while (size < max_size) {
-            size_t grown = size * 2;
+            size_t grown = size + (size / step > 0 ? size / step : 1);
             unsigned char *moved = realloc(buffer, grown);
             if (moved == NULL) {
                 fprintf(stderr, "%s: realloc(%zu) failed\n", argv[0], grown);

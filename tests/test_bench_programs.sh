@@ -71,6 +71,8 @@ check_line mid_large_mt 200 threads=2 cycles=100 ws=16
 check_line mid_large_mt 200 threads=2 cycles=100 ws=16 touch=64
 [ "$(field touch "$line")" = 64 ] || fail "mid_large_mt: touch not taken: $line"
 check_line realloc_grow 26 rounds=2 max_kb=8192
+check_line realloc_grow 154 rounds=2 max_kb=8192 step=8
+[ "$(field step "$line")" = 8 ] || fail "realloc_grow: step not taken: $line"
 check_line fork_churn 20 forks=20 threads=1
 
 # Four live buffers of 2-3 MiB, every page written: well over 8 MiB resident.

@@ -16,6 +16,10 @@
  *
  * Growth: a block realloc made large grows by mremap, not by copies.
  *
+ * Headroom: a large block realloc grows by an eighth at a time, as CPython
+ * grows a list or a bytearray, has its mapping grow by half at least, so
+ * that most of those reallocs find the room mapped already.
+ *
  * Whole units: with huge pages (the default) a fresh 9 MiB block is mapped
  * in whole 2 MiB units, the slack its own, so that its last unit is one huge
  * page; a 6 MiB one, which would gain more than a quarter, and an 8 MiB one,
@@ -116,6 +120,39 @@ static void grow_from_quarter_mib(void)
     free(block);
 }
 
+static void grow_by_eighths(void)
+{
+    malloc_trim(0); /* no freed mapping to grow over */
+    size_t size = 1 * MiB;
+    char *block = malloc(opaque_size(size));
+    if (block == NULL) {
+        hard_error("malloc(1 MiB) failed");
+    }
+    memset(block, 0x77, size);
+    int steps = 0, mappings = 0;
+    size_t usable = malloc_usable_size(block);
+    while (size < 8 * MiB) {
+        size_t old = size;
+        size += size / 8;
+        char *grown = realloc(block, opaque_size(size));
+        if (grown == NULL) {
+            hard_error("realloc(%zu) failed", size);
+        }
+        block = grown;
+        memset(block + old, 0x77, size - old); /* filled as a growing list is */
+        steps++;
+        mappings += malloc_usable_size(block) != usable;
+        usable = malloc_usable_size(block);
+    }
+    CHECK(block[0] == 0x77, "the grown block lost its contents");
+    /* Level 2 keeps a checked block's size exact. */
+    const char *level = getenv("HAKMEM_HARDEN");
+    CHECK(mappings <= steps / 2 || (level != NULL && !strcmp(level, "2")),
+          "growing from 1 MiB to 8 MiB by eighths grew the mapping at %d of %d reallocs", mappings,
+          steps);
+    free(block);
+}
+
 static void whole_units(void)
 {
     const char *level = getenv("HAKMEM_HARDEN");
@@ -148,6 +185,7 @@ int main(int argc, char **argv)
     split_over_program_bytes();
     grow_after_decay();
     grow_from_quarter_mib();
+    grow_by_eighths();
     whole_units();
     return test_result("test_large_split");
 }
