@@ -444,7 +444,6 @@ static const struct misuse_case cases[] = {
     {"double_free_large", "1", SIGABRT, "double free of", "large block"},
     {"interior_small", "1", SIGABRT, "free of a pointer inside a block:", "class C7"},
     {"interior_small_flushing", "0", SIGABRT, "free of a pointer inside a block:", "class C7"},
-    {"interior_small_flushing", "1", SIGABRT, "free of a pointer inside a block:", "class C7"},
     {"interior_mid", "1", SIGABRT, "free of a pointer inside a block:", "class M8"},
     {"interior_l25", "1", SIGABRT, "free of a pointer inside a block:", "class L6"},
     {"interior_l25_page", "1", SIGABRT, "free of a pointer inside a block:", "class L6"},

@@ -324,49 +324,74 @@ static void fill(struct hak_large *large, size_t from, size_t to)
         large->touched_pages = touched;
 }
 
-/* large, a mapping of the caller's (cached or live), grown to total bytes:
- * with the cached mappings after it, in place where the address space after
- * it is free, else moved whole to a new mapping (its pages, not copies of
- * them); what is new is filled with cached pages where the kernel can move
- * them.  NULL, with large as big as it could be made in place, when it
- * cannot be moved. */
-static struct hak_large *extend(struct hak_large *large, size_t total)
+/* Maps size bytes right after large's mapping; false where the address
+ * space there is taken. */
+static bool map_after(struct hak_large *large, size_t size)
+{
+    char *end = (char *)large + large->head.map_size;
+    if (!hak_os_map_at(end, size))
+        return false;
+    hak_numa_bind(end, size, large->head.node);
+    advise(end, size, large->head.node);
+    return true;
+}
+
+/* large, a mapping of the caller's (cached or live), grown to total bytes
+ * at least: with the cached mappings after it, else to ahead (at least
+ * total) in place where the address space after it is free, else moved
+ * whole to a new mapping of ahead (its pages, not copies of them), else to
+ * total the same two ways where ahead does not fit.  What is new up to
+ * total is filled with cached pages where the kernel can move them; what
+ * lies beyond is mapped only, and takes no memory until written.  NULL,
+ * with large as big as it could be made in place, when it cannot be
+ * moved. */
+static struct hak_large *extend(struct hak_large *large, size_t total, size_t ahead)
 {
     unsigned node = large->head.node;
     absorb_neighbours(large, total);
     size_t old = large->head.map_size;
     if (old >= total)
         return large;
-    if (hak_os_map_at((char *)large + old, total - old)) {
-        hak_numa_bind((char *)large + old, total - old, node);
-        advise((char *)large + old, total - old, node);
-        if (!hak_page_map_set(large, total, &large->head)) {
+    size_t grown = ahead;
+    bool in_place = map_after(large, grown - old);
+    struct hak_large *moved = NULL;
+    if (!in_place) {
+        moved = hak_os_map_aligned(grown, HAK_CHUNK_SIZE);
+        /* Short of address space for the headroom: what was asked. */
+        if (!moved && ahead > total) {
+            grown = total;
+            in_place = map_after(large, grown - old);
+            if (!in_place)
+                moved = hak_os_map_aligned(grown, HAK_CHUNK_SIZE);
+        }
+        if (!in_place && !moved)
+            return NULL;
+    }
+    if (in_place) {
+        if (!hak_page_map_set(large, grown, &large->head)) {
             /* The failed set cleared the block's own units too. */
             hak_page_map_set(large, old, &large->head); /* the units' tables exist */
-            hak_os_unmap((char *)large + old, total - old);
+            hak_os_unmap((char *)large + old, grown - old);
             return NULL;
         }
     } else {
-        struct hak_large *moved = hak_os_map_aligned(total, HAK_CHUNK_SIZE);
-        if (!moved)
-            return NULL;
-        hak_numa_bind(moved, total, node);
-        advise(moved, total, node);
-        if (!hak_page_map_set(moved, total, &moved->head)) {
-            hak_os_unmap(moved, total);
+        hak_numa_bind(moved, grown, node);
+        advise(moved, grown, node);
+        if (!hak_page_map_set(moved, grown, &moved->head)) {
+            hak_os_unmap(moved, grown);
             return NULL;
         }
         hak_page_map_clear(large, old);
         if (!hak_os_move(large, old, moved)) {
             hak_page_map_set(large, old, &large->head); /* the units' tables exist */
-            hak_page_map_clear(moved, total);
-            hak_os_unmap(moved, total);
+            hak_page_map_clear(moved, grown);
+            hak_os_unmap(moved, grown);
             return NULL;
         }
         large = moved;
     }
-    hak_stat_node_map(node, (int64_t)(total - old));
-    set_size(large, total);
+    hak_stat_node_map(node, (int64_t)(grown - old));
+    set_size(large, grown);
     fill(large, old, total);
     return large;
 }
@@ -419,7 +444,7 @@ static struct hak_large *reuse(unsigned node, size_t total, bool may_grow)
     if (found)
         found->cached = false;
     if (found && !best) {
-        struct hak_large *grown = extend(found, total);
+        struct hak_large *grown = extend(found, total, total);
         if (!grown) {
             /* Back, and a fresh mapping instead. */
             found->cached = true;
@@ -569,9 +594,12 @@ void hak_large_free(struct hak_large *large, void *ptr)
  * (CPython grows a list or a bytearray by an eighth): its mapping grows by
  * half at least, so that the next few reallocs find the room mapped already
  * instead of each mapping and advising a few pages more (a list grown to
- * 4 MiB took 24 such steps).  Pages mapped ahead cost no memory until
- * written, and a block the program fills keeps two thirds of its pages
- * resident at least, as note_written wants of a written one. */
+ * 4 MiB took 24 such steps).  Pages mapped ahead take no memory until
+ * written (extend fills them with no cached pages), and a block the program
+ * fills keeps over half of its pages resident, as note_written wants of a
+ * written one (two thirds at least, a little over half where whole 2 MiB
+ * units round the mapping up).  Where the address space has no room for
+ * the headroom, extend grows the block by what was asked. */
 static size_t with_headroom(const struct hak_large *large, size_t total)
 {
     size_t ahead = large->head.map_size + large->head.map_size / 2;
@@ -611,8 +639,9 @@ void *hak_large_resize(struct hak_large *large, size_t size)
     if (!large->reusable || hak_harden.guard_bytes)
         return NULL;
     count_live(large, -1);
+    unsigned node = large->head.node;
     struct hak_large *grown =
-        extend(large, mapped_size(with_headroom(large, total), large->head.node));
+        extend(large, mapped_size(total, node), mapped_size(with_headroom(large, total), node));
     if (!grown) {
         count_live(large, 1);
         return NULL;
