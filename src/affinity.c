@@ -19,28 +19,17 @@
 
 #include "front/thread_heap.h"
 #include "internal.h"
+#include "next_symbol.h"
 
 typedef int sched_setaffinity_fn(pid_t, size_t, const cpu_set_t *);
 typedef int pthread_setaffinity_np_fn(pthread_t, size_t, const cpu_set_t *);
-
-/* The C library's own, looked up on first use (never from inside malloc);
- * any thread may be first, and they all find the same. */
-static void *next_function(void **cache, const char *name)
-{
-    void *function = __atomic_load_n(cache, __ATOMIC_RELAXED);
-    if (!function) {
-        function = dlsym(RTLD_NEXT, name);
-        __atomic_store_n(cache, function, __ATOMIC_RELAXED);
-    }
-    return function;
-}
 
 static void *next_sched_setaffinity;
 static void *next_pthread_setaffinity_np;
 
 HAK_API int sched_setaffinity(pid_t pid, size_t size, const cpu_set_t *mask)
 {
-    sched_setaffinity_fn *next = next_function(&next_sched_setaffinity, "sched_setaffinity");
+    sched_setaffinity_fn *next = hak_next_symbol(&next_sched_setaffinity, "sched_setaffinity");
     if (!next) {
         errno = ENOSYS;
         return -1;
@@ -54,7 +43,7 @@ HAK_API int sched_setaffinity(pid_t pid, size_t size, const cpu_set_t *mask)
 HAK_API int pthread_setaffinity_np(pthread_t thread, size_t size, const cpu_set_t *mask)
 {
     pthread_setaffinity_np_fn *next =
-        next_function(&next_pthread_setaffinity_np, "pthread_setaffinity_np");
+        hak_next_symbol(&next_pthread_setaffinity_np, "pthread_setaffinity_np");
     if (!next)
         return ENOSYS;
     int status = next(thread, size, mask);

@@ -33,6 +33,7 @@
 #include "hakmem.h"
 #include "harden.h"
 #include "internal.h"
+#include "next_symbol.h"
 
 typedef void (*hak_new_handler)(void);
 typedef hak_new_handler get_new_handler_fn(void);
@@ -67,18 +68,16 @@ HAK_API void _ZdaPvRKSt9nothrow_t(void *ptr, const void *nothrow);
 HAK_API void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *ptr, size_t align, const void *nothrow);
 HAK_API void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *ptr, size_t align, const void *nothrow);
 
-/* The dynamic loader's view, in one place.  RTLD_DEFAULT: what the program
- * calls by that name; RTLD_NEXT: the next definition after hakmem's, which
- * is libstdc++'s.  Else libstdc++ loaded anywhere, also in a plugin's local
- * scope (dlopen's default), without loading it. */
-enum lookup_scope { SCOPE_DEFAULT, SCOPE_NEXT, SCOPE_LIBSTDCXX };
+/* The dynamic loader's view.  RTLD_DEFAULT: what the program calls by that
+ * name.  Else libstdc++ loaded anywhere, also in a plugin's local scope
+ * (dlopen's default), without loading it.  The next definition after
+ * hakmem's, libstdc++'s, comes from hak_next_symbol. */
+enum lookup_scope { SCOPE_DEFAULT, SCOPE_LIBSTDCXX };
 
 static void *lookup(enum lookup_scope scope, const char *name)
 {
     if (scope == SCOPE_DEFAULT)
         return dlsym(RTLD_DEFAULT, name);
-    if (scope == SCOPE_NEXT)
-        return dlsym(RTLD_NEXT, name);
     void *library = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD);
     if (!library)
         return NULL;
@@ -144,18 +143,6 @@ static unsigned replaced(unsigned forms)
         __atomic_store_n(&found, now, __ATOMIC_RELAXED);
     }
     return now & forms;
-}
-
-/* libstdc++'s nothrow form of that name, which calls the program's
- * replacement inside a try; NULL where none comes after hakmem. */
-static void *libstdcxx_nothrow(void **cache, const char *name)
-{
-    void *function = __atomic_load_n(cache, __ATOMIC_RELAXED);
-    if (!function) {
-        function = lookup(SCOPE_NEXT, name);
-        __atomic_store_n(cache, function, __ATOMIC_RELAXED);
-    }
-    return function;
 }
 
 /* One of the two runtime functions: the weak reference, else the one a
@@ -275,7 +262,7 @@ void *_ZnwmRKSt9nothrow_t(size_t size, const void *nothrow)
 {
     if (HAK_UNLIKELY(replaced(NEW))) {
         static void *next;
-        nothrow_new_fn *libstdcxx = libstdcxx_nothrow(&next, "_ZnwmRKSt9nothrow_t");
+        nothrow_new_fn *libstdcxx = hak_next_symbol(&next, "_ZnwmRKSt9nothrow_t");
         return libstdcxx ? libstdcxx(size, nothrow) : _Znwm(size);
     }
     return new_block(size, 0, true);
@@ -285,7 +272,7 @@ void *_ZnamRKSt9nothrow_t(size_t size, const void *nothrow)
 {
     if (HAK_UNLIKELY(replaced(NEW | NEW_ARRAY))) {
         static void *next;
-        nothrow_new_fn *libstdcxx = libstdcxx_nothrow(&next, "_ZnamRKSt9nothrow_t");
+        nothrow_new_fn *libstdcxx = hak_next_symbol(&next, "_ZnamRKSt9nothrow_t");
         return libstdcxx ? libstdcxx(size, nothrow) : _Znam(size);
     }
     return new_block(size, 0, true);
@@ -306,7 +293,7 @@ void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t size, size_t align, const void *
     if (HAK_UNLIKELY(replaced(NEW_ALIGNED))) {
         static void *next;
         nothrow_new_aligned_fn *libstdcxx =
-            libstdcxx_nothrow(&next, "_ZnwmSt11align_val_tRKSt9nothrow_t");
+            hak_next_symbol(&next, "_ZnwmSt11align_val_tRKSt9nothrow_t");
         return libstdcxx ? libstdcxx(size, align, nothrow) : _ZnwmSt11align_val_t(size, align);
     }
     return new_block(size, align, true);
@@ -317,7 +304,7 @@ void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t size, size_t align, const void *
     if (HAK_UNLIKELY(replaced(NEW_ALIGNED | NEW_ARRAY_ALIGNED))) {
         static void *next;
         nothrow_new_aligned_fn *libstdcxx =
-            libstdcxx_nothrow(&next, "_ZnamSt11align_val_tRKSt9nothrow_t");
+            hak_next_symbol(&next, "_ZnamSt11align_val_tRKSt9nothrow_t");
         return libstdcxx ? libstdcxx(size, align, nothrow) : _ZnamSt11align_val_t(size, align);
     }
     return new_block(size, align, true);

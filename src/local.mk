@@ -10,6 +10,7 @@ src_libhakmem_la_SOURCES = \
 	src/fault.c src/fault.h \
 	src/harden.c src/harden.h \
 	src/memcheck.h \
+	src/next_symbol.h \
 	src/options.c src/options.h src/options_table.c \
 	src/os.c src/os.h \
 	src/print.c src/print.h \
