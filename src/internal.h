@@ -219,7 +219,7 @@ struct hak_large {
     struct hak_chunk_head head;
     size_t offset; /* of the user block from the head */
     size_t usable;
-    size_t requested; /* checked mode: the size asked for; a canary follows */
+    size_t requested; /* the size last asked for; in checked mode a canary follows */
     uint64_t freed_ms;
     size_t touched_pages; /* of the block ever handed out (page telemetry) */
     bool cached;          /* freed, kept mapped for reuse */

@@ -15,6 +15,7 @@ hakmem_c_tests = \
 	tests/test_page_telemetry \
 	tests/test_misuse \
 	tests/test_realloc_checked \
+	tests/test_realloc_growth \
 	tests/test_large_split \
 	tests/test_trim \
 	tests/test_glibc_ext
@@ -94,6 +95,10 @@ tests_test_realloc_checked_SOURCES = tests/test_realloc_checked.c tests/harness.
 tests_test_realloc_checked_CFLAGS = $(hakmem_test_cflags)
 tests_test_realloc_checked_LDFLAGS = $(hakmem_test_ldflags)
 tests_test_realloc_checked_LDADD = src/libhakmem.la
+tests_test_realloc_growth_SOURCES = tests/test_realloc_growth.c tests/harness.h
+tests_test_realloc_growth_CFLAGS = $(hakmem_test_cflags)
+tests_test_realloc_growth_LDFLAGS = $(hakmem_test_ldflags)
+tests_test_realloc_growth_LDADD = src/libhakmem.la
 tests_test_large_split_SOURCES = tests/test_large_split.c tests/harness.h
 tests_test_large_split_CFLAGS = $(hakmem_test_cflags)
 tests_test_large_split_LDFLAGS = $(hakmem_test_ldflags)

@@ -20,6 +20,10 @@
  * grows a list or a bytearray, has its mapping grow by half at least, so
  * that most of those reallocs find the room mapped already.
  *
+ * In a cached mapping: a block realloc made large from 256 KiB may be
+ * handed a freed mapping of 2 MiB or more; it grows in place up to the
+ * mapping's end, where it moved at every realloc up to half of the mapping.
+ *
  * Whole units: with huge pages (the default) a fresh 9 MiB block is mapped
  * in whole 2 MiB units, the slack its own, so that its last unit is one huge
  * page; a 6 MiB one, which would gain more than a quarter, and an 8 MiB one,
@@ -153,6 +157,45 @@ static void grow_by_eighths(void)
     free(block);
 }
 
+static void grow_in_cached_mapping(void)
+{
+    const char *level = getenv("HAKMEM_HARDEN");
+    if (level != NULL && !strcmp(level, "2")) {
+        return; /* checked blocks keep their own mapping and guard page */
+    }
+    malloc_trim(0);
+    char *freed = malloc(opaque_size(8 * MiB));
+    char *block = malloc(opaque_size(200 * KiB));
+    if (freed == NULL || block == NULL) {
+        hard_error("malloc(8 MiB, 200 KiB) failed");
+    }
+    memset(freed, 0x66, 8 * MiB);
+    memset(block, 0x66, 200 * KiB);
+    free(freed);
+    char *large = realloc(block, opaque_size(300 * KiB)); /* made large */
+    if (large == NULL) {
+        hard_error("realloc(300 KiB) failed");
+    }
+    size_t usable = malloc_usable_size(large);
+    CHECK(usable >= 2 * MiB - 4 * KiB,
+          "the block made large at 300 KiB was not cut from the freed 8 MiB mapping (%zu usable "
+          "bytes)",
+          usable);
+    int moves = 0;
+    for (size_t size = 340 * KiB; size <= usable; size += 40 * KiB) {
+        char *grown = realloc(large, opaque_size(size));
+        if (grown == NULL) {
+            hard_error("realloc(%zu) failed", size);
+        }
+        moves += grown != large;
+        large = grown;
+    }
+    CHECK(moves == 0, "growing within its %zu-byte mapping moved the block %d times", usable,
+          moves);
+    CHECK(large[200 * KiB - 1] == 0x66, "the grown block lost its contents");
+    free(large);
+}
+
 static void whole_units(void)
 {
     const char *level = getenv("HAKMEM_HARDEN");
@@ -186,6 +229,7 @@ int main(int argc, char **argv)
     grow_after_decay();
     grow_from_quarter_mib();
     grow_by_eighths();
+    grow_in_cached_mapping();
     whole_units();
     return test_result("test_large_split");
 }

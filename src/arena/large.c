@@ -465,8 +465,8 @@ static void *hand_out(struct hak_large *large, size_t size, bool zeroed)
 {
     void *block = hak_large_block(large);
     count_live(large, 1);
+    large->requested = size;
     if (hak_harden.checked) {
-        large->requested = size;
         hak_canary_fill(block, size, large->usable);
         hak_memcheck_malloclike(block, size, zeroed);
     }
@@ -631,9 +631,15 @@ void *hak_large_resize(struct hak_large *large, size_t size)
         return block;
     }
     if (total <= large->head.map_size) {
-        if (size <= large->usable / 2)
+        /* Only a block that shrinks to half its mapping or less moves, so
+         * that the rest goes back to the cache.  One that grows stays
+         * however small it still is: realloc made it large from 256 KiB,
+         * in a cached mapping of 2 MiB or more, and moved it at every step
+         * up to half of that when this looked at the size alone. */
+        if (size < large->requested && size <= large->usable / 2)
             return NULL;
         count_pages(large, size, true);
+        large->requested = size;
         return hak_large_block(large);
     }
     if (!large->reusable || hak_harden.guard_bytes)
@@ -648,6 +654,7 @@ void *hak_large_resize(struct hak_large *large, size_t size)
     }
     count_live(grown, 1);
     count_pages(grown, size, true);
+    grown->requested = size;
     return hak_large_block(grown);
 }
 
