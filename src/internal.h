@@ -261,6 +261,11 @@ struct hak_heap {
     uint64_t small_cache_bytes;
     void *seen_head[HAK_SMALL_CLASSES];
     uint32_t seen_room[HAK_SMALL_CLASSES];
+    /* Refills and flushes so far, and each class's mallocs when the caches
+     * were last looked over for ones that idle for a decay period. */
+    uint32_t slow_events;
+    uint64_t idle_look_ms;
+    uint64_t idle_allocs[HAK_NUM_CLASSES];
     struct hak_slab *cur[HAK_NUM_CLASSES]; /* slab refills carve from */
     struct hak_slab_list partial[HAK_NUM_CLASSES];
     struct hak_slab_list full[HAK_NUM_CLASSES];

@@ -385,23 +385,56 @@ static void set_limit(struct hak_heap *heap, unsigned cls, uint32_t limit)
     heap->limit[cls] = limit;
 }
 
+/* A cache's blocks go back to their slabs, and it starts again from its
+ * first size. */
+static void release_cache(struct hak_heap *heap, unsigned cls)
+{
+    void *list = heap->thread->head[cls];
+    heap->thread->head[cls] = NULL;
+    heap->thread->room[cls] = heap->limit[cls];
+    set_limit(heap, cls, cache_limit(cls));
+    flush_list(heap, list);
+}
+
 /* Classes other than cls whose caches have not moved since the last look
  * give their blocks back and start again from their first size. */
 static void shrink_idle(struct hak_heap *heap, unsigned cls)
 {
     for (unsigned other = 0; other < HAK_SMALL_CLASSES; other++) {
-        uint32_t base = cache_limit(other);
-        if (other != cls && heap->limit[other] > base &&
+        if (other != cls && heap->limit[other] > cache_limit(other) &&
             heap->thread->head[other] == heap->seen_head[other] &&
-            heap->thread->room[other] == heap->seen_room[other]) {
-            void *list = heap->thread->head[other];
-            heap->thread->head[other] = NULL;
-            heap->thread->room[other] = heap->limit[other];
-            set_limit(heap, other, base);
-            flush_list(heap, list);
-        }
+            heap->thread->room[other] == heap->seen_room[other])
+            release_cache(heap, other);
         heap->seen_head[other] = heap->thread->head[other];
         heap->seen_room[other] = heap->thread->room[other];
+    }
+}
+
+/* Every IDLE_LOOK_EVENTS refills and flushes a heap reads the clock, and
+ * once HAKMEM_DECAY_MS passed since its last look, every class of any size
+ * that served no malloc since then gives its cached blocks back, as freed
+ * spans and large blocks decay: a thread that took a burst of big blocks
+ * and moved on to other sizes keeps none of them past two decay periods.
+ * Mid and L25 caches (4 MiB of growth per thread, their first sizes
+ * besides) kept their blocks as long as the thread lived.  A thread that
+ * stops allocating altogether keeps its caches until it exits or calls
+ * malloc_trim: the fast paths pay for no clock. */
+#define IDLE_LOOK_EVENTS 64
+
+static void look_for_idle(struct hak_heap *heap, unsigned keep)
+{
+    if (++heap->slow_events % IDLE_LOOK_EVENTS)
+        return;
+    uint64_t now = hak_os_now_ms();
+    if (!hak_os_aged(now, heap->idle_look_ms, hak_options.decay_ms))
+        return;
+    heap->idle_look_ms = now;
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
+        uint64_t allocs = heap->thread->allocs[cls];
+        if (cls != keep && allocs == heap->idle_allocs[cls] &&
+            (heap->thread->head[cls] || heap->limit[cls] > cache_limit(cls)))
+            release_cache(heap, cls);
+        heap->idle_allocs[cls] = allocs;
     }
 }
 
@@ -653,6 +686,7 @@ void *hak_heap_refill(size_t size, unsigned cls)
         heap->flushed_last[cls] = false;
         grow(heap, cls);
     }
+    look_for_idle(heap, cls);
     heap->stats[cls].refills++;
     uint32_t batch = heap->batch[cls];
     /* By the cache's first size: one that grew takes no bigger batches, to
@@ -775,6 +809,7 @@ static void flush_half(struct hak_heap *heap, unsigned cls)
         if (grow(heap, cls))
             return; /* room for more now */
     }
+    look_for_idle(heap, cls);
     /* Keep the most recently freed half: it is the one still in cache. */
     uint32_t keep = heap->limit[cls] / 2;
     heap->stats[cls].flushes++;

@@ -1,8 +1,18 @@
 /* Mid and L25 caches that flush and refill in turn grow: a class of blocks
  * up to 64 KiB doubles its cache at every turn, up to 4 MiB of blocks, and
  * the growth of all of a thread's Mid and L25 caches stays within 4 MiB; a
- * class of bigger blocks keeps its first size. */
+ * class of bigger blocks keeps its first size.
+ *
+ * Idle caches give their blocks back: with HAKMEM_DECAY_MS at 20 ms, a
+ * thread that churns 64 B blocks (refills and flushes, which look at the
+ * clock) empties, within 10 s, the grown cache of a Mid class it no longer
+ * mallocs from and brings it back to its first size, and keeps the caches
+ * of the classes it still mallocs from. */
 #include <stdlib.h>
+#include <time.h>
+
+#include "options.h"
+#include "os.h"
 
 #include "block/size_class.h"
 #include "front/thread_heap.h"
@@ -44,6 +54,49 @@ static void check_grows(size_t size)
            first_limit[cls], limit);
 }
 
+/* Mallocs and frees count 64 B blocks, more than the biggest cache holds,
+ * with a malloc and free of a 3000 B block every 256 of them. */
+static void churn_small(void)
+{
+    static void *blocks[20000];
+    uint32_t count = sizeof(blocks) / sizeof(blocks[0]);
+    for (int phase = 0; phase < 2; phase++) {
+        for (uint32_t i = 0; i < count; i++) {
+            if (phase == 0) {
+                blocks[i] = malloc(64);
+                if (!blocks[i])
+                    hard_error("malloc(64) failed");
+            } else {
+                free(blocks[i]);
+            }
+            if (i % 256 == 0) {
+                void *volatile busy = malloc(3000);
+                free(busy);
+            }
+        }
+    }
+}
+
+static void check_idle_released(void)
+{
+    unsigned idle = hak_class_of(9000), busy = hak_class_of(3000), churned = hak_class_of(64);
+    CHECK(hak_tls.head[idle] != NULL, "9000 B: the churn left no block in the cache");
+    CHECK(hak_tls.heap->limit[idle] > first_limit[idle], "9000 B: the cache did not grow");
+    hak_options.decay_ms = 20;
+    uint64_t start = hak_os_now_ms();
+    /* Two looks 20 ms apart at least, however slow the machine. */
+    while (hak_tls.head[idle] != NULL && hak_os_now_ms() - start < 10000) {
+        churn_small();
+        nanosleep(&(struct timespec){.tv_nsec = 1000 * 1000}, NULL);
+    }
+    CHECK(hak_tls.head[idle] == NULL, "9000 B: the idle cache kept its blocks");
+    CHECK(hak_tls.heap->limit[idle] == first_limit[idle],
+          "9000 B: the idle cache stayed at %u blocks, not its first %u", hak_tls.heap->limit[idle],
+          first_limit[idle]);
+    CHECK(hak_tls.head[busy] != NULL, "3000 B: a class malloc kept using lost its cache");
+    CHECK(hak_tls.head[churned] != NULL, "64 B: the churned class lost its cache");
+}
+
 static void *body(void *arg)
 {
     (void)arg;
@@ -68,6 +121,8 @@ static void *body(void *arg)
     churn(30000);
     CHECK(growth_bytes() <= 4 * MiB, "the Mid and L25 caches grew by %llu bytes, past 4 MiB",
           (unsigned long long)growth_bytes());
+
+    check_idle_released();
     return NULL;
 }
 
