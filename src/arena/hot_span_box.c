@@ -298,6 +298,11 @@ size_t hak_hot_span_release_all(unsigned node)
     return release_older(&boxes[node], UINT64_MAX, 0);
 }
 
+void hak_hot_span_release_aged(unsigned node)
+{
+    release_older(&boxes[node], hak_os_now_ms(), hak_options.decay_ms);
+}
+
 void hak_hot_span_release_stale(unsigned node)
 {
     release_older(&boxes[node], hak_os_now_ms(),

@@ -18,6 +18,11 @@ size_t hak_hot_span_retained(unsigned node, uint64_t *count);
 /* malloc_trim: every hot span of node is decommitted and returned to the
  * PageArena now, whatever its age; returns the bytes decommitted. */
 size_t hak_hot_span_release_all(unsigned node);
+/* The spans of node idle for HAKMEM_DECAY_MS are decommitted and returned
+ * to the PageArena, as the box's own puts and takes would do: for a
+ * process whose threads keep allocating, but never spans (thread_heap.c,
+ * caches that idle). */
+void hak_hot_span_release_aged(unsigned node);
 /* Before node maps fresh memory for small or large blocks: the spans idle
  * for a sixteenth of HAKMEM_DECAY_MS (312 ms by default) are decommitted
  * and returned to the PageArena.  Kept resident, they would add to the peak

@@ -416,9 +416,11 @@ static void shrink_idle(struct hak_heap *heap, unsigned cls)
  * spans and large blocks decay: a thread that took a burst of big blocks
  * and moved on to other sizes keeps none of them past two decay periods.
  * Mid and L25 caches (4 MiB of growth per thread, their first sizes
- * besides) kept their blocks as long as the thread lived.  A thread that
- * stops allocating altogether keeps its caches until it exits or calls
- * malloc_trim: the fast paths pay for no clock. */
+ * besides) kept their blocks as long as the thread lived.  The spans their
+ * blocks emptied then age in the node's HotSpanBox, which this look ages
+ * too: only puts and takes of spans did.  A thread that stops allocating
+ * altogether keeps its caches until it exits or calls malloc_trim: the
+ * fast paths pay for no clock. */
 #define IDLE_LOOK_EVENTS 64
 
 static void look_for_idle(struct hak_heap *heap, unsigned keep)
@@ -436,6 +438,7 @@ static void look_for_idle(struct hak_heap *heap, unsigned keep)
             release_cache(heap, cls);
         heap->idle_allocs[cls] = allocs;
     }
+    hak_hot_span_release_aged(heap->node);
 }
 
 /* A class that turned from refills to flushes or back: a bigger cache,

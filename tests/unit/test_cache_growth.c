@@ -7,10 +7,12 @@
  * thread that churns 64 B blocks (refills and flushes, which look at the
  * clock) empties, within 10 s, the grown cache of a Mid class it no longer
  * mallocs from and brings it back to its first size, and keeps the caches
- * of the classes it still mallocs from. */
+ * of the classes it still mallocs from; then the spans that release
+ * emptied leave the node's HotSpanBox, where no span is put or taken. */
 #include <stdlib.h>
 #include <time.h>
 
+#include "arena/hot_span_box.h"
 #include "options.h"
 #include "os.h"
 
@@ -95,6 +97,18 @@ static void check_idle_released(void)
           first_limit[idle]);
     CHECK(hak_tls.head[busy] != NULL, "3000 B: a class malloc kept using lost its cache");
     CHECK(hak_tls.head[churned] != NULL, "64 B: the churned class lost its cache");
+
+    /* The spans the released blocks emptied age out of the HotSpanBox,
+     * where no span is put or taken meanwhile. */
+    uint64_t spans = 0;
+    start = hak_os_now_ms();
+    while (hak_hot_span_retained(hak_tls.heap->node, &spans) && hak_os_now_ms() - start < 10000) {
+        churn_small();
+        nanosleep(&(struct timespec){.tv_nsec = 1000 * 1000}, NULL);
+        spans = 0;
+    }
+    CHECK(hak_hot_span_retained(hak_tls.heap->node, &spans) == 0,
+          "the HotSpanBox kept %llu spans idle for 10 s", (unsigned long long)spans);
 }
 
 static void *body(void *arg)
