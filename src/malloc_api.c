@@ -28,16 +28,16 @@ static void *fail_nomem(void)
 /* Where realloc moves a growing block to a large mapping. */
 #define REALLOC_LARGE_FROM (HAK_L25_MAX / 4)
 
-/* What realloc asks for when it moves a block of old usable bytes that
- * grows to size.  A block that grows by less than half, over 1 KiB, gets
- * half as much again as it had: a program that grows a buffer by an eighth
- * at a time (CPython's lists and bytearrays) or by a few bytes (string
- * builders) then finds the room in place for the next few reallocs,
- * instead of a copy into the next class at nearly every one, 4 classes to
- * a doubling (a buffer grown by eighths to 256 KiB copied 1.5 MiB; glibc
- * grows it in place at the top of its heap).  Checked mode keeps a block's
- * size exact, for the canary. */
-static size_t growth_class_size(size_t old, size_t size)
+/* The bytes realloc asks for when it moves a block of old usable bytes
+ * that is to hold size.  A block that grows by less than half, over 1 KiB,
+ * gets half as much again as it had: a program that grows a buffer by an
+ * eighth at a time (CPython's lists and bytearrays) or by a few bytes
+ * (string builders) then finds the room in place for the next few
+ * reallocs, instead of a copy into the next class at nearly every one, 4
+ * classes to a doubling (a buffer grown by eighths to 256 KiB copied
+ * 1.5 MiB; glibc grows it in place at the top of its heap).  Checked mode
+ * keeps a block's size exact, for the canary. */
+static size_t moved_request(size_t old, size_t size)
 {
     if (size <= old || size <= HAK_SMALL_MAX || size >= old + old / 2 || hak_harden.checked)
         return size;
@@ -174,8 +174,11 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
         return ptr;
     /* A block that keeps growing becomes a large one early, from which on
      * it grows without being copied (hak_large_resize). */
+    size_t request = moved_request(old, size);
     void *fresh = size > old && size > REALLOC_LARGE_FROM ? alloc_large(size, HAK_PAGE_SIZE, false)
-                                                          : alloc(growth_class_size(old, size));
+                                                          : alloc(request);
+    if (!fresh && request > size) /* no memory for the headroom: what was asked */
+        fresh = alloc(size);
     if (!fresh)
         return NULL;
     memcpy(fresh, ptr, size < old ? size : old);

@@ -41,9 +41,9 @@ const struct hak_option hak_option_table[] = {
      "how long a freed span, cached large block or empty SuperSlab stays resident (ms)",
      "how long, in milliseconds, a freed span, a cached large block or an empty SuperSlab stays "
      "resident before it goes back to the kernel; a freed span idle for a sixteenth of it goes "
-     "back as soon as its node maps fresh memory for small or large blocks; a thread's cache of "
-     "a size it has not allocated for this long gives its blocks back at the thread's next "
-     "refill or flush",
+     "back as soon as its node maps fresh memory for small or large blocks; a thread that keeps "
+     "allocating gives back the cache of a size it has not allocated for one to two times this "
+     "long",
      NULL},
     {"HAKMEM_SMALL_CACHE", HAK_OPT_U32, &hak_options.small_cache,
      "free blocks a thread caches per small class (C0-C19) at first",

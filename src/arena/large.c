@@ -59,16 +59,21 @@ static size_t round_to_chunk(size_t size)
     return (size + HAK_CHUNK_SIZE - 1) & ~(HAK_CHUNK_SIZE - 1);
 }
 
-/* The block's pages up to size are handed out: those beyond what it ever
- * handed out before are first touched, the others reused (or, when the
- * block grows in place, already the program's). */
-static void count_pages(struct hak_large *large, size_t size, bool in_place)
+/* The block's pages from held bytes up to size are handed out (held: what
+ * the program has of them already, 0 for a block handed out anew): those
+ * beyond what the block ever handed out before are first touched, the
+ * others reused. */
+static void count_pages(struct hak_large *large, size_t held, size_t size)
 {
+    size_t from = round_to_page(held) / HAK_PAGE_SIZE;
     size_t pages = round_to_page(size) / HAK_PAGE_SIZE;
-    size_t reused = pages < large->touched_pages ? pages : large->touched_pages;
-    if (pages > large->touched_pages)
+    if (pages <= from)
+        return;
+    size_t touched = large->touched_pages;
+    size_t reused = touched <= from ? 0 : (touched < pages ? touched : pages) - from;
+    if (pages > touched)
         large->touched_pages = pages;
-    hak_stat_pages_out(HAK_PAGES_LARGE, pages - reused, in_place ? 0 : reused);
+    hak_stat_pages_out(HAK_PAGES_LARGE, pages - from - reused, reused);
 }
 
 static bool fully_touched(const struct hak_large *large)
@@ -460,7 +465,8 @@ static struct hak_large *reuse(unsigned node, size_t total, bool may_grow)
     return found;
 }
 
-/* Checked mode: the block is the program's, its canary after size. */
+/* The block is the program's, which asked for size; in checked mode its
+ * canary follows. */
 static void *hand_out(struct hak_large *large, size_t size, bool zeroed)
 {
     void *block = hak_large_block(large);
@@ -496,7 +502,7 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
             if (hak_harden.guard_bytes)
                 hak_os_unguard(hak_large_block(cached), cached->usable);
             hak_stat_add(HAK_STAT_HOT_HITS, 1);
-            count_pages(cached, size, false);
+            count_pages(cached, 0, size);
             hak_memcheck_undefined(hak_large_block(cached), cached->usable);
             if (zeroed)
                 memset(hak_large_block(cached), 0, size);
@@ -526,7 +532,7 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
         errno = ENOMEM;
         return NULL;
     }
-    count_pages(large, size, false);
+    count_pages(large, 0, size);
     hak_stat_pages_out(HAK_PAGES_SSM, 1, 0); /* the head's page */
     hak_stat_add(HAK_STAT_LARGE_ALLOCS, 1);
     hak_stat_node_map(node, (int64_t)total);
@@ -631,14 +637,15 @@ void *hak_large_resize(struct hak_large *large, size_t size)
         return block;
     }
     if (total <= large->head.map_size) {
-        /* Only a block that shrinks to half its mapping or less moves, so
-         * that the rest goes back to the cache.  One that grows stays
-         * however small it still is: realloc made it large from 256 KiB,
-         * in a cached mapping of 2 MiB or more, and moved it at every step
-         * up to half of that when this looked at the size alone. */
-        if (size < large->requested && size <= large->usable / 2)
+        /* Only a block that shrinks to half its size and half its mapping
+         * or less moves, so that the rest goes back to the cache.  One that
+         * grows stays however small it still is: realloc made it large from
+         * 256 KiB, in a cached mapping of 2 MiB or more, and moved it at
+         * every step up to half of that when this looked at the size
+         * alone. */
+        if (size <= large->requested / 2 && size <= large->usable / 2)
             return NULL;
-        count_pages(large, size, true);
+        count_pages(large, large->requested, size);
         large->requested = size;
         return hak_large_block(large);
     }
@@ -653,7 +660,7 @@ void *hak_large_resize(struct hak_large *large, size_t size)
         return NULL;
     }
     count_live(grown, 1);
-    count_pages(grown, size, true);
+    count_pages(grown, grown->requested, size);
     grown->requested = size;
     return hak_large_block(grown);
 }

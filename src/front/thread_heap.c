@@ -385,15 +385,33 @@ static void set_limit(struct hak_heap *heap, unsigned cls, uint32_t limit)
     heap->limit[cls] = limit;
 }
 
-/* A cache's blocks go back to their slabs, and it starts again from its
- * first size. */
-static void release_cache(struct hak_heap *heap, unsigned cls)
+/* The blocks of cls's cache go back to their slabs. */
+static void flush_cache(struct hak_heap *heap, unsigned cls)
 {
     void *list = heap->thread->head[cls];
     heap->thread->head[cls] = NULL;
     heap->thread->room[cls] = heap->limit[cls];
-    set_limit(heap, cls, cache_limit(cls));
     flush_list(heap, list);
+}
+
+/* A cache's blocks go back to their slabs, and it starts again from its
+ * first size; the current slab too goes back to its backend once none of
+ * its blocks is the program's (an L25 span is one block, which only the
+ * cache held), as the partial ones already do. */
+static void release_cache(struct hak_heap *heap, unsigned cls)
+{
+    flush_cache(heap, cls);
+    set_limit(heap, cls, cache_limit(cls));
+    heap->flushed_last[cls] = false;
+    struct hak_slab *cur = heap->cur[cls];
+    if (cur == &hak_empty_slab)
+        return;
+    collect(heap, cur);
+    if (cur->used == 0 && !cur->queued) {
+        heap->cur[cls] = &hak_empty_slab;
+        heap->stats[cls].slabs_out++;
+        release_to_backend(cur);
+    }
 }
 
 /* Classes other than cls whose caches have not moved since the last look
@@ -412,7 +430,8 @@ static void shrink_idle(struct hak_heap *heap, unsigned cls)
 
 /* Every IDLE_LOOK_EVENTS refills and flushes a heap reads the clock, and
  * once HAKMEM_DECAY_MS passed since its last look, every class of any size
- * that served no malloc since then gives its cached blocks back, as freed
+ * that served no malloc since then gives its cached blocks and its emptied
+ * current slab back, as freed
  * spans and large blocks decay: a thread that took a burst of big blocks
  * and moved on to other sizes keeps none of them past two decay periods.
  * Mid and L25 caches (4 MiB of growth per thread, their first sizes
@@ -434,7 +453,8 @@ static void look_for_idle(struct hak_heap *heap, unsigned keep)
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         uint64_t allocs = heap->thread->allocs[cls];
         if (cls != keep && allocs == heap->idle_allocs[cls] &&
-            (heap->thread->head[cls] || heap->limit[cls] > cache_limit(cls)))
+            (heap->thread->head[cls] || heap->limit[cls] > cache_limit(cls) ||
+             heap->cur[cls] != &hak_empty_slab))
             release_cache(heap, cls);
         heap->idle_allocs[cls] = allocs;
     }
@@ -955,12 +975,8 @@ static void add_stats(struct hak_class_stats *total, const struct hak_heap *heap
 
 static void flush_all(struct hak_heap *heap)
 {
-    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
-        void *list = heap->thread->head[cls];
-        heap->thread->head[cls] = NULL;
-        heap->thread->room[cls] = heap->limit[cls];
-        flush_list(heap, list);
-    }
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
+        flush_cache(heap, cls);
 }
 
 /* Slabs of exited threads whose blocks have all been freed since (onto
@@ -993,25 +1009,13 @@ void hak_heap_trim(void)
     if (heap == &hak_empty_heap)
         return;
     drain_delayed(heap);
-    flush_all(heap);
-    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
-        set_limit(heap, cls, cache_limit(cls));
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
+        release_cache(heap, cls);
         /* Blocks other threads freed make more slabs empty. */
         for (struct hak_slab *slab = heap->partial[cls].head, *next; slab; slab = next) {
             next = slab->next;
             collect(heap, slab);
             retire_if_empty(heap, slab);
-        }
-        /* The current slab too: the next refill takes another. */
-        struct hak_slab *cur = heap->cur[cls];
-        if (cur == &hak_empty_slab)
-            continue;
-        collect(heap, cur);
-        if (cur->used == 0 && !cur->queued) {
-            heap->cur[cls] = &hak_empty_slab;
-            heap->stats[cls].slabs_out++;
-            release_to_backend(cur);
         }
     }
     release_abandoned(heap);
@@ -1178,9 +1182,10 @@ void hak_heap_usage(struct hak_heap_usage *usage)
     pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
     for (struct hak_heap *heap = registry.live; heap; heap = heap->next_live)
         for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
-            /* Read while the owner may grow the cache, which raises limit
-             * and room together: an old limit with a new room is below
-             * zero, and counts none. */
+            /* Read while the owner may resize the cache, which moves limit
+             * and room by the same amount: read on either side of a resize,
+             * they count that many blocks too few or too many for a moment
+             * (a difference below zero counts none). */
             int64_t held = (int64_t)heap->limit[cls] -
                            (int64_t)__atomic_load_n(&heap->thread->room[cls], __ATOMIC_RELAXED);
             cached[cls] += held > 0 ? (uint64_t)held : 0;

@@ -6,18 +6,18 @@
  * Idle caches give their blocks back: with HAKMEM_DECAY_MS at 20 ms, a
  * thread that churns 64 B blocks (refills and flushes, which look at the
  * clock) empties, within 10 s, the grown cache of a Mid class it no longer
- * mallocs from and brings it back to its first size, and keeps the caches
- * of the classes it still mallocs from; then the spans that release
- * emptied leave the node's HotSpanBox, where no span is put or taken. */
+ * mallocs from, brings it back to its first size and gives back its
+ * current slab, and keeps the caches of the classes it still mallocs from;
+ * then the spans that release emptied leave the node's HotSpanBox, where
+ * no span is put or taken. */
 #include <stdlib.h>
 #include <time.h>
 
 #include "arena/hot_span_box.h"
-#include "options.h"
-#include "os.h"
-
 #include "block/size_class.h"
 #include "front/thread_heap.h"
+#include "options.h"
+#include "os.h"
 #include "unit.h"
 
 enum { ROUNDS = 6, MAX_BLOCKS = 4 * MiB / 8192 + 64 };
@@ -95,6 +95,8 @@ static void check_idle_released(void)
     CHECK(hak_tls.heap->limit[idle] == first_limit[idle],
           "9000 B: the idle cache stayed at %u blocks, not its first %u", hak_tls.heap->limit[idle],
           first_limit[idle]);
+    CHECK(hak_tls.heap->cur[idle] == &hak_empty_slab,
+          "9000 B: the idle class kept its current slab, all of whose blocks were free");
     CHECK(hak_tls.head[busy] != NULL, "3000 B: a class malloc kept using lost its cache");
     CHECK(hak_tls.head[churned] != NULL, "64 B: the churned class lost its cache");
 
@@ -114,6 +116,9 @@ static void check_idle_released(void)
 static void *body(void *arg)
 {
     (void)arg;
+    /* No cache may idle out before check_idle_released, however slow the
+     * machine. */
+    hak_options.decay_ms = UINT64_MAX;
     /* The thread's heap, with every cache at its first size. */
     void *volatile first = malloc(1);
     free(first);
