@@ -430,16 +430,15 @@ static void shrink_idle(struct hak_heap *heap, unsigned cls)
 
 /* Every IDLE_LOOK_EVENTS refills and flushes a heap reads the clock, and
  * once HAKMEM_DECAY_MS passed since its last look, every class of any size
- * that served no malloc since then gives its cached blocks and its emptied
- * current slab back, as freed
- * spans and large blocks decay: a thread that took a burst of big blocks
- * and moved on to other sizes keeps none of them past two decay periods.
- * Mid and L25 caches (4 MiB of growth per thread, their first sizes
- * besides) kept their blocks as long as the thread lived.  The spans their
- * blocks emptied then age in the node's HotSpanBox, which this look ages
- * too: only puts and takes of spans did.  A thread that stops allocating
- * altogether keeps its caches until it exits or calls malloc_trim: the
- * fast paths pay for no clock. */
+ * that served no malloc since then gives back its cached blocks and its
+ * emptied current slab, as freed spans and large blocks decay: a thread
+ * that took a burst of big blocks and moved on to other sizes keeps none
+ * of them past two decay periods.  Mid and L25 caches (4 MiB of growth per
+ * thread, their first sizes besides) kept their blocks as long as the
+ * thread lived.  The spans their blocks emptied then age in the node's
+ * HotSpanBox, which this look ages too: only puts and takes of spans did.
+ * A thread that stops allocating altogether keeps its caches until it
+ * exits or calls malloc_trim: the fast paths pay for no clock. */
 #define IDLE_LOOK_EVENTS 64
 
 static void look_for_idle(struct hak_heap *heap, unsigned keep)
