@@ -645,24 +645,23 @@ void *hak_large_resize(struct hak_large *large, size_t size)
          * alone. */
         if (size <= large->requested / 2 && size <= large->usable / 2)
             return NULL;
-        count_pages(large, large->requested, size);
-        large->requested = size;
-        return hak_large_block(large);
+    } else {
+        if (!large->reusable || hak_harden.guard_bytes)
+            return NULL;
+        count_live(large, -1);
+        unsigned node = large->head.node;
+        struct hak_large *grown =
+            extend(large, mapped_size(total, node), mapped_size(with_headroom(large, total), node));
+        if (!grown) {
+            count_live(large, 1);
+            return NULL;
+        }
+        count_live(grown, 1);
+        large = grown;
     }
-    if (!large->reusable || hak_harden.guard_bytes)
-        return NULL;
-    count_live(large, -1);
-    unsigned node = large->head.node;
-    struct hak_large *grown =
-        extend(large, mapped_size(total, node), mapped_size(with_headroom(large, total), node));
-    if (!grown) {
-        count_live(large, 1);
-        return NULL;
-    }
-    count_live(grown, 1);
-    count_pages(grown, grown->requested, size);
-    grown->requested = size;
-    return hak_large_block(grown);
+    count_pages(large, large->requested, size);
+    large->requested = size;
+    return hak_large_block(large);
 }
 
 size_t hak_large_cached(unsigned node, uint64_t *count)
