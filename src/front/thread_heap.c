@@ -628,6 +628,30 @@ static uint32_t take_blocks(struct hak_heap *heap, unsigned cls, uint32_t want, 
     return taken;
 }
 
+/* The current slab's whole free list as the cache's blocks, when it holds
+ * from least to most blocks: it moves without a read of any block, where
+ * take_blocks reads each block's link, a cache miss for every block freed a
+ * while ago (88% of take_blocks' time in cxx_churn).  Each link is still
+ * checked, when malloc pops its block.  The slab's carved blocks are those
+ * handed out (used) and those on its list; blocks on the list were written
+ * when carved or freed, so no page is touched for the first time.  0 when
+ * the list is shorter or longer, or the backend has no memory. */
+static uint32_t take_whole_list(struct hak_heap *heap, unsigned cls, uint32_t least, uint32_t most,
+                                void **head)
+{
+    struct hak_slab *slab = slab_with_free(heap, cls);
+    if (!slab)
+        return 0;
+    uint32_t listed = (uint32_t)(slab->carve - slab->start) / slab->block_size - slab->used;
+    if (listed < least || listed > most)
+        return 0;
+    *head = slab->free;
+    slab->free = NULL;
+    slab->used += listed;
+    heap->stats[cls].blocks_held += listed;
+    return listed;
+}
+
 /* Checked mode: the live block just below block in its slab must have its
  * canary intact, for a write just under block lands in that canary, as
  * does an overflow of the neighbour, which may never be freed.  Only the
@@ -721,7 +745,12 @@ void *hak_heap_refill(size_t size, unsigned cls)
      * block after the one returned is the next malloc's: a write past the
      * end of a block reaches the link the next malloc checks. */
     void *block = NULL;
-    uint32_t taken = take_blocks(heap, cls, batch + 1, &block);
+    /* A list shorter than the batch is taken with the blocks after it, in
+     * the slabs' order; half the cache at most, so that frees find room
+     * for as many again. */
+    uint32_t taken = take_whole_list(heap, cls, batch + 1, heap->limit[cls] / 2, &block);
+    if (!taken)
+        taken = take_blocks(heap, cls, batch + 1, &block);
     if (!taken) {
         errno = ENOMEM;
         return NULL;

@@ -1,11 +1,17 @@
 /* How much a thread's cache takes from its slabs at a refill: a page's
  * worth of blocks at first (one block of a class bigger than a page), so
  * that a short process does not touch pages it never uses, doubling with
- * every refill up to the full batch, so that a busy class refills rarely. */
+ * every refill up to the full batch, so that a busy class refills rarely.
+ *
+ * A slab's free list that fits in half the cache moves into it whole, and
+ * the refill reads no block but the one it hands out: the others' pages
+ * are made unreadable, and the malloc still succeeds. */
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "block/size_class.h"
 #include "front/thread_heap.h"
+#include "harden.h"
 #include "unit.h"
 
 enum { ROUNDS = 3, BLOCKS = 60 };
@@ -93,6 +99,69 @@ static void check_batches_fit(size_t size, uint32_t batch)
            batch, hak_tls.heap->limit[cls]);
 }
 
+static uintptr_t page_of(const void *ptr)
+{
+    return (uintptr_t)ptr & ~(uintptr_t)(HAK_PAGE_SIZE - 1);
+}
+
+enum { LIST_SIZE = 2048, LIST_MAX_BLOCKS = 64 };
+
+/* In a thread of its own, so that the class starts with a fresh slab and
+ * small batches: blocks are allocated until the refills have carved a
+ * batch's worth more than the next refill takes, with none cached.  All
+ * but one go back to the slab (malloc_trim empties the cache), the first
+ * last, so that the slab's free list starts with it; the pages of the
+ * others are made unreadable (blocks carved and never handed out lie past
+ * them, on the list's end). */
+static void *refill_reads_one_block(void *unused)
+{
+    (void)unused;
+    void *blocks[LIST_MAX_BLOCKS];
+    unsigned cls = hak_class_of(LIST_SIZE);
+    struct hak_heap *heap = NULL;
+    uint32_t count = 0;
+    uint32_t listed = 0;
+    while (!heap || cached(cls) != 0 || listed < heap->batch[cls] + 1) {
+        if (count == LIST_MAX_BLOCKS)
+            hard_error("no refill of %d B left the cache empty", LIST_SIZE);
+        if (!(blocks[count++] = malloc(LIST_SIZE)))
+            hard_error("malloc(%d) failed", LIST_SIZE);
+        heap = hak_tls.heap;
+        struct hak_slab *slab = heap->cur[cls];
+        listed = (uint32_t)(slab->carve - slab->start) / slab->block_size - 1; /* one kept */
+    }
+    if (listed > heap->limit[cls] / 2)
+        hard_error("%u blocks would not fit in half the cache of %u", listed, heap->limit[cls]);
+    /* The one kept shares the first block's page, which stays readable. */
+    uint32_t kept = 0;
+    while (++kept < count && page_of(blocks[kept]) != page_of(blocks[0]))
+        ;
+    if (kept == count)
+        hard_error("no block shares the first block's page");
+    for (uint32_t i = count; i-- > 0;)
+        if (i != kept)
+            free(blocks[i]);
+    hak_heap_trim();
+    if (cached(cls) != 0)
+        hard_error("malloc_trim left blocks in the cache");
+    for (uint32_t i = 1; i < count; i++)
+        if (i != kept && mprotect((void *)page_of(blocks[i]), HAK_PAGE_SIZE, PROT_NONE) != 0)
+            hard_error("mprotect failed");
+    void *again = malloc(LIST_SIZE); /* faults here if the refill walks the list */
+    for (uint32_t i = 1; i < count; i++)
+        if (i != kept &&
+            mprotect((void *)page_of(blocks[i]), HAK_PAGE_SIZE, PROT_READ | PROT_WRITE) != 0)
+            hard_error("mprotect failed");
+    CHECK(again == blocks[0], "the refill handed out %p, not the list's first block %p", again,
+          blocks[0]);
+    CHECK(cached(cls) == listed - 1, "the refill cached %u blocks of the %u on the slab's list",
+          cached(cls), listed);
+    printf("  a refill took a free list of %u blocks whole, reading one\n", listed);
+    free(again);
+    free(blocks[kept]);
+    return NULL;
+}
+
 int main(void)
 {
     unit_watchdog();
@@ -104,5 +173,10 @@ int main(void)
     check_batches_fit(64, 3000);
     check_batches_fit(128, 2500);
     check_batches_fit(1024, 400);
+    if (!hak_harden.checked) { /* checked mode refills one block at a time */
+        pthread_t thread;
+        unit_thread_start(&thread, refill_reads_one_block, NULL);
+        unit_thread_join(thread);
+    }
     return test_result("test_refill");
 }
