@@ -6,6 +6,7 @@
  * A slab's free list that fits in half the cache moves into it whole, and
  * the refill reads no block but the one it hands out: the others' pages
  * are made unreadable, and the malloc still succeeds. */
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -106,32 +107,38 @@ static uintptr_t page_of(const void *ptr)
 
 enum { LIST_SIZE = 2048, LIST_MAX_BLOCKS = 64 };
 
-/* In a thread of its own, so that the class starts with a fresh slab and
- * small batches: blocks are allocated until the refills have carved a
- * batch's worth more than the next refill takes, with none cached.  All
- * but one go back to the slab (malloc_trim empties the cache), the first
- * last, so that the slab's free list starts with it; the pages of the
- * others are made unreadable (blocks carved and never handed out lie past
- * them, on the list's end). */
+/* In a thread of its own, pinned to its CPU, so that the class starts
+ * with a fresh slab and small batches: blocks are allocated until the
+ * refills have carved a batch's worth more than the next refill takes,
+ * with none cached.  All but one go back to the slab (malloc_trim empties
+ * the cache), the first last, so that the slab's free list starts with it;
+ * the pages of the others are made unreadable (blocks carved and never
+ * handed out lie past them, on the list's end).  A slab that also holds
+ * blocks of the thread's start-up (hwloc's, on a machine with several
+ * nodes) may not fit the case: then it is skipped, said so. */
 static void *refill_reads_one_block(void *unused)
 {
     (void)unused;
+    cpu_set_t cpu;
+    CPU_ZERO(&cpu);
+    CPU_SET(sched_getcpu(), &cpu);
+    if (sched_setaffinity(0, sizeof cpu, &cpu) != 0)
+        hard_error("sched_setaffinity failed");
+    void *volatile first = malloc(64); /* the heap, and topology discovery if any, first */
+    free(first);
     void *blocks[LIST_MAX_BLOCKS];
     unsigned cls = hak_class_of(LIST_SIZE);
-    struct hak_heap *heap = NULL;
+    struct hak_heap *heap = hak_tls.heap;
     uint32_t count = 0;
-    uint32_t listed = 0;
-    while (!heap || cached(cls) != 0 || listed < heap->batch[cls] + 1) {
+    uint32_t carved = 0;
+    while (count == 0 || cached(cls) != 0 || carved - 1 < heap->batch[cls] + 1) {
         if (count == LIST_MAX_BLOCKS)
             hard_error("no refill of %d B left the cache empty", LIST_SIZE);
         if (!(blocks[count++] = malloc(LIST_SIZE)))
             hard_error("malloc(%d) failed", LIST_SIZE);
-        heap = hak_tls.heap;
         struct hak_slab *slab = heap->cur[cls];
-        listed = (uint32_t)(slab->carve - slab->start) / slab->block_size - 1; /* one kept */
+        carved = (uint32_t)(slab->carve - slab->start) / slab->block_size;
     }
-    if (listed > heap->limit[cls] / 2)
-        hard_error("%u blocks would not fit in half the cache of %u", listed, heap->limit[cls]);
     /* The one kept shares the first block's page, which stays readable. */
     uint32_t kept = 0;
     while (++kept < count && page_of(blocks[kept]) != page_of(blocks[0]))
@@ -142,8 +149,14 @@ static void *refill_reads_one_block(void *unused)
         if (i != kept)
             free(blocks[i]);
     hak_heap_trim();
-    if (cached(cls) != 0)
-        hard_error("malloc_trim left blocks in the cache");
+    struct hak_slab *slab = heap->cur[cls];
+    uint32_t listed = (uint32_t)(slab->carve - slab->start) / slab->block_size - slab->used;
+    if (cached(cls) != 0 || slab->free != blocks[0] || listed < heap->batch[cls] + 1 ||
+        listed > heap->limit[cls] / 2) {
+        printf("  skipped: the slab's free list of %u blocks does not fit the case\n", listed);
+        free(blocks[kept]);
+        return NULL;
+    }
     for (uint32_t i = 1; i < count; i++)
         if (i != kept && mprotect((void *)page_of(blocks[i]), HAK_PAGE_SIZE, PROT_NONE) != 0)
             hard_error("mprotect failed");
