@@ -107,6 +107,14 @@ static uintptr_t page_of(const void *ptr)
 
 enum { LIST_SIZE = 2048, LIST_MAX_BLOCKS = 64 };
 
+/* The pages of blocks[1..count) but kept's get prot. */
+static void protect_others(void *const *blocks, uint32_t count, uint32_t kept, int prot)
+{
+    for (uint32_t i = 1; i < count; i++)
+        if (i != kept && mprotect((void *)page_of(blocks[i]), HAK_PAGE_SIZE, prot) != 0)
+            hard_error("mprotect failed");
+}
+
 /* In a thread of its own, pinned to its CPU, so that the class starts
  * with a fresh slab and small batches: blocks are allocated until the
  * refills have carved a batch's worth more than the next refill takes,
@@ -157,14 +165,9 @@ static void *refill_reads_one_block(void *unused)
         free(blocks[kept]);
         return NULL;
     }
-    for (uint32_t i = 1; i < count; i++)
-        if (i != kept && mprotect((void *)page_of(blocks[i]), HAK_PAGE_SIZE, PROT_NONE) != 0)
-            hard_error("mprotect failed");
+    protect_others(blocks, count, kept, PROT_NONE);
     void *again = malloc(LIST_SIZE); /* faults here if the refill walks the list */
-    for (uint32_t i = 1; i < count; i++)
-        if (i != kept &&
-            mprotect((void *)page_of(blocks[i]), HAK_PAGE_SIZE, PROT_READ | PROT_WRITE) != 0)
-            hard_error("mprotect failed");
+    protect_others(blocks, count, kept, PROT_READ | PROT_WRITE);
     CHECK(again == blocks[0], "the refill handed out %p, not the list's first block %p", again,
           blocks[0]);
     CHECK(cached(cls) == listed - 1, "the refill cached %u blocks of the %u on the slab's list",
