@@ -202,17 +202,14 @@ static void *alloc_aligned(size_t align, size_t size)
     if (size > PTRDIFF_MAX)
         return fail_nomem();
     size_t need = size < align ? align : size;
-    if (align <= HAK_PAGE_SIZE) {
-        /* Power-of-two classes are aligned to their size (up to a page)
-         * because slabs and spans start page-aligned; the others only to
-         * the largest power of two dividing their size: 16 bytes for the
-         * small ones, 256 for Mid ones. */
-        if (need <= HAK_MID_MAX && (align > 256 || (need <= HAK_SMALL_MAX && align > 16)))
-            need = (size_t)1 << (64 - __builtin_clzl(need - 1));
-        if (need <= HAK_SMALL_MAX)
-            return hak_heap_alloc(hak_small_class(need), size);
-        if (need <= HAK_L25_MAX)
-            return hak_heap_alloc(hak_mid_class(need), size);
+    if (align <= HAK_PAGE_SIZE && need <= HAK_L25_MAX) {
+        /* A class's blocks are aligned to the largest power of two dividing
+         * its size, up to a page, since slabs and spans start page-aligned
+         * (hak_class_align); the power-of-two classes so to their size. */
+        unsigned cls = hak_class_of(need);
+        if (hak_class_align(cls) < align)
+            cls = hak_class_of((size_t)1 << (64 - __builtin_clzl(need - 1)));
+        return hak_heap_alloc(cls, size);
     }
     return alloc_large(size, align, false);
 }

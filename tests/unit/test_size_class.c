@@ -5,11 +5,25 @@
 #include "block/size_class.h"
 #include "unit.h"
 
-/* The smallest class whose blocks hold size, by walking the table. */
+/* Whether a class's blocks carry a cache line beyond the requests it serves
+ * (size_class.c): the Mid classes above 2 KiB that are not powers of two. */
+static bool coloured(unsigned cls)
+{
+    uint32_t size = hak_class_size[cls];
+    return !hak_class_is_small(cls) && !hak_class_is_l25(cls) && size % 256 == HAK_CACHE_LINE;
+}
+
+/* The largest request a class serves. */
+static uint32_t served(unsigned cls)
+{
+    return hak_class_size[cls] - (coloured(cls) ? HAK_CACHE_LINE : 0);
+}
+
+/* The smallest class that serves size, by walking the table. */
 static unsigned smallest_fitting_class(size_t size)
 {
     unsigned cls = 0;
-    while (cls < HAK_NUM_CLASSES && hak_class_size[cls] < size)
+    while (cls < HAK_NUM_CLASSES && served(cls) < size)
         cls++;
     return cls;
 }
@@ -60,10 +74,17 @@ static void test_table_shape(void)
      * and the three between are its quarter steps. */
     for (unsigned cls = 8; cls < HAK_NUM_CLASSES; cls++) {
         unsigned step = (cls - HAK_FIRST_MID) % 4;
-        uint32_t doubling_base = hak_class_size[cls - step - 1];
-        CHECK(hak_class_size[cls] == doubling_base + (step + 1) * (doubling_base / 4),
-              "class %u (%u B) is not step %u of the doubling from %u B", cls, hak_class_size[cls],
+        uint32_t doubling_base = served(cls - step - 1);
+        CHECK(served(cls) == doubling_base + (step + 1) * (doubling_base / 4),
+              "class %u (%u B) is not step %u of the doubling from %u B", cls, served(cls),
               step + 1, doubling_base);
+    }
+    /* The line more is where a Mid step above 2 KiB is not a power of two. */
+    for (unsigned cls = HAK_FIRST_MID; cls < HAK_FIRST_L25; cls++) {
+        uint32_t size = served(cls);
+        bool spread = size > 2048 && (size & (size - 1)) != 0;
+        CHECK(coloured(cls) == spread, "Mid class %u (%u B) %s a cache line more", cls,
+              hak_class_size[cls], spread ? "lacks" : "has");
     }
 
     /* Blocks carved from page-aligned memory keep 16-byte alignment. */
@@ -130,6 +151,26 @@ static void test_span_bytes(void)
     }
 }
 
+/* The blocks of a slab of a coloured class start on as many cache lines of
+ * a page as there are blocks, up to the page's 64: a program touching only
+ * their first bytes spreads over every cache set. */
+static void test_block_starts_spread(void)
+{
+    for (unsigned cls = HAK_FIRST_MID; cls < HAK_FIRST_L25; cls++) {
+        if (!coloured(cls))
+            continue;
+        uint32_t size = hak_class_size[cls];
+        uint32_t blocks = hak_class_span_bytes[cls] / size;
+        uint64_t lines_used = 0;
+        for (uint32_t i = 0; i < blocks; i++)
+            lines_used |= (uint64_t)1 << ((uint64_t)i * size % HAK_PAGE_SIZE / HAK_CACHE_LINE);
+        unsigned lines = (unsigned)__builtin_popcountll(lines_used);
+        unsigned want = blocks < 64 ? blocks : 64;
+        CHECK(lines == want, "class %u (%u B): %u blocks start on %u lines of a page, expected %u",
+              cls, size, blocks, lines, want);
+    }
+}
+
 int main(void)
 {
     unit_watchdog();
@@ -138,5 +179,6 @@ int main(void)
     test_range_edges();
     test_class_names();
     test_span_bytes();
+    test_block_starts_spread();
     return test_result("test_size_class");
 }
