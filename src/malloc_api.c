@@ -205,7 +205,7 @@ static void *alloc_aligned(size_t align, size_t size)
     if (align <= HAK_PAGE_SIZE && need <= HAK_L25_MAX) {
         /* A class's blocks are aligned to the largest power of two dividing
          * its size, up to a page, since slabs and spans start page-aligned
-         * (hak_class_align); the power-of-two classes so to their size. */
+         * (hak_class_align): a power-of-two class's to its size. */
         unsigned cls = hak_class_of(need);
         if (hak_class_align(cls) < align)
             cls = hak_class_of((size_t)1 << (64 - __builtin_clzl(need - 1)));

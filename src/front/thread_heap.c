@@ -343,8 +343,8 @@ static uint32_t first_batch(uint32_t limit, unsigned cls)
  * writes a few bytes of each block pays it in full at any size: with 64-66
  * KiB blocks of which it wrote 64 B, 2 threads ran at a fifth of their
  * speed when only classes up to 64 KiB grew.  Above 256 KiB a class's
- * 4 MiB holds too few blocks to ride out a swing.  A freed block of these classes stays resident in
- * the cache as it would in the HotSpanBox. */
+ * 4 MiB holds too few blocks to ride out a swing.  A freed block of these
+ * classes stays resident in the cache as it would in the HotSpanBox. */
 #define CACHE_MAX_BLOCKS 8192u
 #define CACHE_MAX_CLASS_BYTES (512u << 10)
 #define CACHE_THREAD_BYTES (2048u << 10)
