@@ -58,7 +58,7 @@ const struct hak_option hak_option_table[] = {
      NULL},
     {"HAKMEM_L25_RING", HAK_OPT_U32, &hak_options.l25_ring,
      "free blocks a thread caches per L25 class (32 KiB-1 MiB) at first",
-     "free blocks a thread caches per L25 class (32 KiB-1 MiB) at first; the classes up to 256 "
+     "free blocks a thread caches per L25 class (32 KiB-1 MiB) at first; the classes up to 64 "
      "KiB grow as the Mid ones do",
      NULL},
     {"HAKMEM_RING_BYTES", HAK_OPT_BYTES, &hak_options.ring_bytes,

@@ -339,16 +339,14 @@ static uint32_t first_batch(uint32_t limit, unsigned cls)
  * back without end, and each trip costs the same whatever the block's
  * size: a span to the HotSpanBox and back, under the node's lock, for a
  * class of one block per span (mid_light: 40 KiB blocks, a trip on one
- * malloc in ten, a quarter of hakmem's instructions).  A program that
- * writes a few bytes of each block pays it in full at any size: with 64-66
- * KiB blocks of which it wrote 64 B, 2 threads ran at a fifth of their
- * speed when only classes up to 64 KiB grew.  Above 256 KiB a class's
- * 4 MiB holds too few blocks to ride out a swing.  A freed block of these
- * classes stays resident in the cache as it would in the HotSpanBox. */
+ * malloc in ten, a quarter of hakmem's instructions).  Bigger blocks get as
+ * much use from the program as a trip costs, and would pin more memory.
+ * A freed block of these classes stays resident in the cache as it would
+ * in the HotSpanBox. */
 #define CACHE_MAX_BLOCKS 8192u
 #define CACHE_MAX_CLASS_BYTES (512u << 10)
 #define CACHE_THREAD_BYTES (2048u << 10)
-#define CACHE_GROW_MAX_BLOCK (256u << 10)
+#define CACHE_GROW_MAX_BLOCK (64u << 10)
 #define CACHE_MAX_BIG_CLASS_BYTES (4u << 20)
 #define CACHE_THREAD_BIG_BYTES (4u << 20)
 
