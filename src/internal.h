@@ -61,7 +61,8 @@
 
 /* Size classes: C0-C7 are 16 to 128 B in steps of 16, C8-C19 four per
  * doubling up to 1 KiB (160, 192, 224, 256, 320 ... 1024 B); then four per
- * doubling up to 1 MiB: Mid (1280 B ... 32 KiB) and L25 (40 KiB ... 1 MiB).
+ * doubling up to 1 MiB: Mid (1280 B ... 32 KiB) and L25 (40 KiB ... 1 MiB),
+ * the 10-28 KiB blocks HAK_CLASS_COLOUR bytes longer (size_class.c).
  * Steps of a quarter waste an eighth of a block on average, where powers
  * of two wasted a quarter (redis: 148 MB resident against 99 MB with
  * jemalloc). */

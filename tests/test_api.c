@@ -365,6 +365,41 @@ static size_t next_power_of_two(size_t value)
     return power;
 }
 
+/* A 2-32 KiB request aligned to 256 bytes or less takes the class malloc
+ * would give it, not the next power of two (C++'s aligned new of padded
+ * types asks 64 or 128); tried with many blocks live, so that blocks after
+ * a slab's first, which starts a page, are checked too. */
+static void test_memalign_mid_classes(const struct api *api)
+{
+    static const size_t sizes[] = {2500, 5000, 10000, 13000, 20000, 27000};
+    enum { LIVE = 24 };
+    for (size_t alignment = 32; alignment <= 256; alignment *= 2) {
+        for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+            size_t size = sizes[s];
+            void *blocks[LIVE];
+            for (int i = 0; i < LIVE; i++) {
+                void *out = NULL;
+                int error = api->posix_memalign(&out, opaque_size(alignment), opaque_size(size));
+                blocks[i] = error == 0 ? out : NULL;
+                CHECK(error == 0, "%sposix_memalign(align %zu, size %zu) returned %d", api->prefix,
+                      alignment, size, error);
+                if (!blocks[i])
+                    continue;
+                CHECK(is_aligned(out, alignment),
+                      "%sposix_memalign(align %zu, size %zu) returned misaligned %p", api->prefix,
+                      alignment, size, out);
+                size_t usable = api->usable_size(out);
+                CHECK(usable >= size && usable < next_power_of_two(size),
+                      "%sposix_memalign(align %zu, size %zu): usable size %zu, expected at least "
+                      "the size and below %zu",
+                      api->prefix, alignment, size, usable, next_power_of_two(size));
+            }
+            for (int i = 0; i < LIVE; i++)
+                api->free(blocks[i]);
+        }
+    }
+}
+
 static void test_memalign_and_aligned_alloc(const struct api *api)
 {
     for (size_t alignment = 1; alignment <= 64 * MiB; alignment *= 2) {
@@ -768,6 +803,7 @@ int main(void)
         test_posix_memalign_einval(api);
         test_posix_memalign_success(api);
         test_memalign_and_aligned_alloc(api);
+        test_memalign_mid_classes(api);
         test_valloc_and_pvalloc(api);
         test_fundamental_alignment(api);
         test_realloc_edges(api);

@@ -9,6 +9,10 @@ extern const uint8_t hak_small_class_of[HAK_SMALL_MAX / 8 + 1] HAK_SHARED;
 extern const uint32_t hak_class_size[HAK_NUM_CLASSES] HAK_SHARED;
 /* For hak_class_divides (size_class.c). */
 extern const uint64_t hak_class_divide_magic[HAK_NUM_CLASSES] HAK_SHARED;
+/* What the Mid blocks of 10-28 KiB that are not a power of two hold beyond
+ * the requests their class serves, so that their starts spread over the
+ * cache sets (size_class.c). */
+#define HAK_CLASS_COLOUR 256
 /* Bytes of the span a Mid or L25 slab of the class occupies. */
 extern const uint32_t hak_class_span_bytes[HAK_NUM_CLASSES] HAK_SHARED;
 

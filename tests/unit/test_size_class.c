@@ -5,18 +5,20 @@
 #include "block/size_class.h"
 #include "unit.h"
 
-/* Whether a class's blocks carry a cache line beyond the requests it serves
- * (size_class.c): the Mid classes above 2 KiB that are not powers of two. */
+/* Whether a class's blocks hold HAK_CLASS_COLOUR bytes beyond the requests
+ * it serves (size_class.c): the Mid classes above 8 KiB that are not
+ * powers of two. */
 static bool coloured(unsigned cls)
 {
     uint32_t size = hak_class_size[cls];
-    return !hak_class_is_small(cls) && !hak_class_is_l25(cls) && size % 256 == HAK_CACHE_LINE;
+    return !hak_class_is_small(cls) && !hak_class_is_l25(cls) && size > 8192 &&
+           (size & (size - 1)) != 0;
 }
 
 /* The largest request a class serves. */
 static uint32_t served(unsigned cls)
 {
-    return hak_class_size[cls] - (coloured(cls) ? HAK_CACHE_LINE : 0);
+    return hak_class_size[cls] - (coloured(cls) ? HAK_CLASS_COLOUR : 0);
 }
 
 /* The smallest class that serves size, by walking the table. */
@@ -79,13 +81,21 @@ static void test_table_shape(void)
               "class %u (%u B) is not step %u of the doubling from %u B", cls, served(cls),
               step + 1, doubling_base);
     }
-    /* The line more is where a Mid step above 2 KiB is not a power of two. */
+    /* The colour is where a Mid step above 8 KiB is not a power of two,
+     * and nowhere else. */
     for (unsigned cls = HAK_FIRST_MID; cls < HAK_FIRST_L25; cls++) {
         uint32_t size = served(cls);
-        bool spread = size > 2048 && (size & (size - 1)) != 0;
-        CHECK(coloured(cls) == spread, "Mid class %u (%u B) %s a cache line more", cls,
-              hak_class_size[cls], spread ? "lacks" : "has");
+        bool spread = size > 8192 && (size & (size - 1)) != 0;
+        uint32_t want = size + (spread ? HAK_CLASS_COLOUR : 0);
+        CHECK(hak_class_size[cls] == want, "Mid class %u is %u B, expected %u", cls,
+              hak_class_size[cls], want);
     }
+
+    /* free's block-start test divides by the magic: it must be the size's. */
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
+        CHECK(hak_class_divide_magic[cls] == UINT64_MAX / hak_class_size[cls] + 1,
+              "class %u (%u B): divide magic %#llx is another size's", cls, hak_class_size[cls],
+              (unsigned long long)hak_class_divide_magic[cls]);
 
     /* Blocks carved from page-aligned memory keep 16-byte alignment. */
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
@@ -151,9 +161,10 @@ static void test_span_bytes(void)
     }
 }
 
-/* The blocks of a slab of a coloured class start on as many cache lines of
- * a page as there are blocks, up to the page's 64: a program touching only
- * their first bytes spreads over every cache set. */
+/* The blocks of a slab of a coloured class start at as many offsets within
+ * a page as there are blocks, up to the page's 16 steps of the colour: a
+ * program touching only their first bytes spreads over the cache sets.
+ * Without the colour they would start at one or two. */
 static void test_block_starts_spread(void)
 {
     for (unsigned cls = HAK_FIRST_MID; cls < HAK_FIRST_L25; cls++) {
@@ -161,13 +172,15 @@ static void test_block_starts_spread(void)
             continue;
         uint32_t size = hak_class_size[cls];
         uint32_t blocks = hak_class_span_bytes[cls] / size;
-        uint64_t lines_used = 0;
+        uint32_t steps = HAK_PAGE_SIZE / HAK_CLASS_COLOUR;
+        uint32_t offsets_used = 0;
         for (uint32_t i = 0; i < blocks; i++)
-            lines_used |= (uint64_t)1 << ((uint64_t)i * size % HAK_PAGE_SIZE / HAK_CACHE_LINE);
-        unsigned lines = (unsigned)__builtin_popcountll(lines_used);
-        unsigned want = blocks < 64 ? blocks : 64;
-        CHECK(lines == want, "class %u (%u B): %u blocks start on %u lines of a page, expected %u",
-              cls, size, blocks, lines, want);
+            offsets_used |= 1u << ((uint64_t)i * size % HAK_PAGE_SIZE / HAK_CLASS_COLOUR);
+        unsigned offsets = (unsigned)__builtin_popcount(offsets_used);
+        unsigned want = blocks < steps ? blocks : steps;
+        CHECK(offsets == want,
+              "class %u (%u B): %u blocks start at %u offsets of a page, expected %u", cls, size,
+              blocks, offsets, want);
     }
 }
 
