@@ -332,30 +332,35 @@ static uint32_t first_batch(uint32_t limit, unsigned cls)
  * (seed 000: a bigger ring in one pool pushed another pool's hot state out
  * of L1).
  *
- * Mid and L25 classes of blocks up to CACHE_GROW_MAX_BLOCK grow the same
- * way, up to CACHE_MAX_BIG_CLASS_BYTES, and by CACHE_THREAD_BIG_BYTES in
- * all per thread.  A program whose count of live blocks of such a class
- * swings by more than the first cache sends blocks home and takes them
- * back without end, and each trip costs the same whatever the block's
- * size: a span to the HotSpanBox and back, under the node's lock, for a
- * class of one block per span (mid_light: 40 KiB blocks, a trip on one
- * malloc in ten, a quarter of hakmem's instructions).  Bigger blocks get as
- * much use from the program as a trip costs, and would pin more memory.
+ * Mid and L25 classes of blocks up to SPARSE_CHECK_MIN grow the same way,
+ * up to CACHE_MAX_BIG_CLASS_BYTES, and by CACHE_THREAD_BIG_BYTES in all per
+ * thread.  A program whose count of live blocks of such a class swings by
+ * more than the first cache sends blocks home and takes them back without
+ * end, and each trip costs the same whatever the block's size: a span to
+ * the HotSpanBox and back, under the node's lock (mid_light: 40 KiB
+ * blocks, a trip on one malloc in ten, a quarter of hakmem's instructions).
  * A freed block of these classes stays resident in the cache as it would
- * in the HotSpanBox. */
+ * in the HotSpanBox.
+ *
+ * The classes of bigger blocks grow only while the program writes little
+ * of them (blocks_sparse), by CACHE_THREAD_SPARSE_BYTES in all: a cached
+ * block then pins a page or two, not its size.  l25_light (blocks of
+ * 64 KiB-1 MiB of which the program writes 64 B) ran at a third of
+ * mimalloc's speed when they kept their first sizes, one block for the
+ * classes over 256 KiB, which holds none; l25, which writes its blocks
+ * whole, peaked 4% higher when they grew as the smaller ones do. */
 #define CACHE_MAX_BLOCKS 8192u
 #define CACHE_MAX_CLASS_BYTES (512u << 10)
 #define CACHE_THREAD_BYTES (2048u << 10)
-#define CACHE_GROW_MAX_BLOCK (64u << 10)
 #define CACHE_MAX_BIG_CLASS_BYTES (4u << 20)
 #define CACHE_THREAD_BIG_BYTES (4u << 20)
+#define SPARSE_CHECK_MIN (64u << 10)
+#define CACHE_THREAD_SPARSE_BYTES (16u << 20)
 
 static uint32_t cache_max(unsigned cls)
 {
     uint32_t base = cache_limit(cls);
     uint32_t size = hak_class_size[cls];
-    if (size > CACHE_GROW_MAX_BLOCK)
-        return base;
     uint32_t max =
         (hak_class_is_small(cls) ? CACHE_MAX_CLASS_BYTES : CACHE_MAX_BIG_CLASS_BYTES) / size;
     if (max > CACHE_MAX_BLOCKS)
@@ -363,12 +368,20 @@ static uint32_t cache_max(unsigned cls)
     return max > base ? max : base;
 }
 
-/* What the Mid and L25 caches of heap may hold beyond their first sizes. */
-static uint64_t big_cache_growth(const struct hak_heap *heap)
+/* Whether cls grows out of the thread's sparse bound (blocks_sparse). */
+static bool sparse_checked(unsigned cls)
+{
+    return hak_class_size[cls] > SPARSE_CHECK_MIN;
+}
+
+/* What the Mid and L25 caches of heap, of the classes that are sparse_checked
+ * or not, may hold beyond their first sizes. */
+static uint64_t big_cache_growth(const struct hak_heap *heap, bool checked)
 {
     uint64_t bytes = 0;
     for (unsigned cls = HAK_FIRST_MID; cls < HAK_NUM_CLASSES; cls++)
-        bytes += (uint64_t)(heap->limit[cls] - cache_limit(cls)) * hak_class_size[cls];
+        if (sparse_checked(cls) == checked)
+            bytes += (uint64_t)(heap->limit[cls] - cache_limit(cls)) * hak_class_size[cls];
     return bytes;
 }
 
@@ -460,10 +473,30 @@ static void look_for_idle(struct hak_heap *heap, unsigned keep)
     hak_hot_span_release_aged(heap->node);
 }
 
+/* Whether the program writes little of the blocks of cls, a class that is
+ * sparse_checked: the last block its cache took was mostly not resident,
+ * asked at one turn in SPARSE_RECHECK_TURNS (a mincore call). */
+#define SPARSE_RECHECK_TURNS 16
+
+static bool blocks_sparse(struct hak_heap *heap, unsigned cls)
+{
+    void *block = heap->thread->head[cls];
+    if (block && heap->turns[cls]++ % SPARSE_RECHECK_TURNS == 0)
+        heap->sparse[cls] = !hak_os_mostly_resident(block, hak_class_size[cls]);
+    return heap->sparse[cls];
+}
+
 /* A class that turned from refills to flushes or back: a bigger cache,
- * when the thread's bound allows.  False when it did not grow. */
+ * when the thread's bound allows.  False when it did not grow.  A class
+ * whose blocks the program now writes whole goes back to its first size,
+ * the blocks its cache holds beyond it to the HotSpanBox (flush_half), or
+ * the cache is empty (refill). */
 static bool grow(struct hak_heap *heap, unsigned cls)
 {
+    if (sparse_checked(cls) && !blocks_sparse(heap, cls)) {
+        set_limit(heap, cls, cache_limit(cls));
+        return false;
+    }
     uint32_t limit = heap->limit[cls];
     uint32_t max = cache_max(cls);
     if (limit >= max)
@@ -471,7 +504,9 @@ static bool grow(struct hak_heap *heap, unsigned cls)
     uint32_t grown = limit * 2 < max ? limit * 2 : max;
     uint64_t extra = (uint64_t)(grown - limit) * hak_class_size[cls];
     if (!hak_class_is_small(cls)) {
-        if (big_cache_growth(heap) + extra > CACHE_THREAD_BIG_BYTES)
+        bool checked = sparse_checked(cls);
+        if (big_cache_growth(heap, checked) + extra >
+            (checked ? CACHE_THREAD_SPARSE_BYTES : CACHE_THREAD_BIG_BYTES))
             return false;
     } else if (heap->small_cache_bytes + extra > CACHE_THREAD_BYTES) {
         shrink_idle(heap, cls);

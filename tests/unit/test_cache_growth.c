@@ -1,7 +1,10 @@
 /* Mid and L25 caches that flush and refill in turn grow: a class of blocks
  * up to 64 KiB doubles its cache at every turn, up to 4 MiB of blocks, and
- * the growth of all of a thread's Mid and L25 caches stays within 4 MiB; a
- * class of bigger blocks keeps its first size.
+ * the growth of all of a thread's caches of such classes stays within
+ * 4 MiB.  A class of bigger blocks grows the same way while the program
+ * writes a little of each block, within 16 MiB for all of them; it keeps
+ * its first size while the program writes them whole, and goes back to it
+ * once the program starts to.
  *
  * Idle caches give their blocks back: with HAKMEM_DECAY_MS at 20 ms, a
  * thread that churns 64 B blocks (refills and flushes, which look at the
@@ -11,6 +14,7 @@
  * then the spans that release emptied leave the node's HotSpanBox, where
  * no span is put or taken. */
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "arena/hot_span_box.h"
@@ -20,34 +24,54 @@
 #include "os.h"
 #include "unit.h"
 
-enum { ROUNDS = 6, MAX_BLOCKS = 4 * MiB / 8192 + 64 };
+enum { ROUNDS = 6, MAX_BLOCKS = 4 * MiB / 8192 + 64, SPARSE_MIN = 64 * 1024 };
 
 static uint32_t first_limit[HAK_NUM_CLASSES];
 
-/* Rounds of more mallocs than the biggest cache holds, then as many frees:
- * each round turns the class from refills to flushes and back. */
-static void churn(size_t size)
+/* rounds rounds of more mallocs than the biggest cache holds, then as many
+ * frees: each round turns the class from refills to flushes and back.  The
+ * program writes the first written bytes of each block. */
+static void churn_rounds(size_t size, size_t written, int rounds)
 {
     static void *blocks[MAX_BLOCKS];
     uint32_t count = (uint32_t)(4 * MiB / hak_class_size[hak_class_of(size)]) + 64;
-    for (int round = 0; round < ROUNDS; round++)
-        unit_malloc_free_batch(blocks, count, size);
+    for (int round = 0; round < rounds; round++) {
+        for (uint32_t i = 0; i < count; i++) {
+            if (!(blocks[i] = malloc(size)))
+                hard_error("malloc(%zu) failed", size);
+            memset(blocks[i], 1, written);
+        }
+        for (uint32_t i = 0; i < count; i++)
+            free(blocks[i]);
+    }
 }
 
-static uint64_t growth_bytes(void)
+static void churn(size_t size)
+{
+    churn_rounds(size, 64, ROUNDS);
+}
+
+/* What the caches of the Mid and L25 classes of blocks over SPARSE_MIN, or
+ * of the others, hold beyond their first sizes. */
+static uint64_t growth_bytes(bool sparse_classes)
 {
     uint64_t bytes = 0;
     for (unsigned cls = HAK_FIRST_MID; cls < HAK_NUM_CLASSES; cls++)
-        bytes += (uint64_t)(hak_tls.heap->limit[cls] - first_limit[cls]) * hak_class_size[cls];
+        if ((hak_class_size[cls] > SPARSE_MIN) == sparse_classes)
+            bytes += (uint64_t)(hak_tls.heap->limit[cls] - first_limit[cls]) * hak_class_size[cls];
     return bytes;
 }
+
+/* Enough rounds for a class of blocks over SPARSE_MIN to look at them again
+ * (a block it reuses may have been written whole by another class). */
+enum { SPARSE_ROUNDS = 40 };
 
 static void check_grows(size_t size)
 {
     unsigned cls = hak_class_of(size);
     char name[4];
     hak_class_name(cls, name);
-    churn(size);
+    churn_rounds(size, 64, size > SPARSE_MIN ? SPARSE_ROUNDS : ROUNDS);
     uint32_t limit = hak_tls.heap->limit[cls];
     CHECK(limit > first_limit[cls], "%s: the cache stayed at its first %u blocks", name, limit);
     CHECK((uint64_t)limit * hak_class_size[cls] <= 4 * MiB,
@@ -119,6 +143,8 @@ static void *body(void *arg)
     /* No cache may idle out before check_idle_released, however slow the
      * machine. */
     hak_options.decay_ms = UINT64_MAX;
+    /* Huge pages would make blocks the program never wrote resident. */
+    hak_options.huge_pages = false;
     /* The thread's heap, with every cache at its first size. */
     void *volatile first = malloc(1);
     free(first);
@@ -128,18 +154,38 @@ static void *body(void *arg)
     check_grows(40000);
     check_grows(9000);
 
-    unsigned big = hak_class_of(100000);
-    churn(100000);
-    CHECK(hak_tls.heap->limit[big] == first_limit[big],
-          "100000 B: the cache of a class over 64 KiB grew from %u to %u blocks", first_limit[big],
-          hak_tls.heap->limit[big]);
-
     /* The first class took most of the thread's bound: the others share
      * the rest. */
     churn(20000);
     churn(30000);
-    CHECK(growth_bytes() <= 4 * MiB, "the Mid and L25 caches grew by %llu bytes, past 4 MiB",
-          (unsigned long long)growth_bytes());
+    CHECK(growth_bytes(false) <= 4 * MiB,
+          "the caches of blocks up to 64 KiB grew by %llu bytes, past 4 MiB",
+          (unsigned long long)growth_bytes(false));
+
+    /* Blocks over 64 KiB, of which the program writes 64 B: their caches
+     * grow, within 16 MiB for all of them. */
+    check_grows(100000);
+    check_grows(300000);
+    check_grows(1000000);
+    churn_rounds(600000, 64, SPARSE_ROUNDS);
+    churn_rounds(800000, 64, SPARSE_ROUNDS);
+    CHECK(growth_bytes(true) <= 16 * MiB,
+          "the caches of blocks over 64 KiB grew by %llu bytes, past 16 MiB",
+          (unsigned long long)growth_bytes(true));
+    CHECK(growth_bytes(false) <= 4 * MiB, "blocks over 64 KiB grew within the bound of the others");
+
+    /* Written whole, their caches go back to their first sizes; another
+     * class written whole from the start never grows.  Rounds enough for
+     * the cache to look at its blocks again. */
+    unsigned sparse = hak_class_of(100000), dense = hak_class_of(200000);
+    churn_rounds(100000, 100000, SPARSE_ROUNDS);
+    CHECK(hak_tls.heap->limit[sparse] == first_limit[sparse],
+          "100000 B written whole: the cache stayed at %u blocks, not its first %u",
+          hak_tls.heap->limit[sparse], first_limit[sparse]);
+    churn_rounds(200000, 200000, ROUNDS);
+    CHECK(hak_tls.heap->limit[dense] == first_limit[dense],
+          "200000 B written whole: the cache grew from %u to %u blocks", first_limit[dense],
+          hak_tls.heap->limit[dense]);
 
     check_idle_released();
     return NULL;
