@@ -51,19 +51,26 @@ void hak_os_advise_huge(void *addr, size_t size)
     madvise(addr, size, MADV_HUGEPAGE);
 }
 
-bool hak_os_mostly_resident(void *addr, size_t size)
+bool hak_os_resident_pages(void *addr, size_t size, size_t *resident)
 {
     unsigned char vec[1024];
-    size_t pages = size / HAK_PAGE_SIZE, resident = 0;
+    size_t pages = size / HAK_PAGE_SIZE;
+    *resident = 0;
     for (size_t done = 0; done < pages;) {
         size_t batch = pages - done < sizeof(vec) ? pages - done : sizeof(vec);
         if (mincore((char *)addr + done * HAK_PAGE_SIZE, batch * HAK_PAGE_SIZE, vec))
             return false;
         for (size_t i = 0; i < batch; i++)
-            resident += vec[i] & 1;
+            *resident += vec[i] & 1;
         done += batch;
     }
-    return resident * 2 >= pages;
+    return true;
+}
+
+bool hak_os_mostly_resident(void *addr, size_t size)
+{
+    size_t resident;
+    return hak_os_resident_pages(addr, size, &resident) && resident * 2 >= size / HAK_PAGE_SIZE;
 }
 
 void hak_os_decommit(void *addr, size_t size)

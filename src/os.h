@@ -13,6 +13,9 @@ void *hak_os_map_aligned(size_t size, size_t align);
 void hak_os_unmap(void *addr, size_t size);
 /* Asks for transparent huge pages over the range (before first touch). */
 void hak_os_advise_huge(void *addr, size_t size);
+/* How many of the range's pages are resident, in *resident; false when the
+ * kernel cannot tell (mincore failed: not mapped, or refused). */
+bool hak_os_resident_pages(void *addr, size_t size, size_t *resident);
 /* Whether at least half the range's pages are resident (the huge-page
  * guesses of the PageArena and the large blocks); false where it is not
  * mapped. */

@@ -344,9 +344,10 @@ static uint32_t first_batch(uint32_t limit, unsigned cls)
  *
  * The classes of bigger blocks grow only while the program writes little
  * of them (blocks_sparse), by CACHE_THREAD_SPARSE_BYTES in all: a cached
- * block then pins a page or two, not its size.  l25_light (blocks of
- * 64 KiB-1 MiB of which the program writes 64 B) ran at a third of
- * mimalloc's speed when they kept their first sizes, one block for the
+ * block then pins a page or two, not its size, for as long as the program
+ * keeps to that (a look every SPARSE_RECHECK_TURNS turns).  l25_light
+ * (blocks of 64 KiB-1 MiB of which the program writes 64 B) ran at a third
+ * of mimalloc's speed when they kept their first sizes, one block for the
  * classes over 256 KiB, which holds none; l25, which writes its blocks
  * whole, peaked 4% higher when they grew as the smaller ones do. */
 #define CACHE_MAX_BLOCKS 8192u
@@ -446,8 +447,8 @@ static void shrink_idle(struct hak_heap *heap, unsigned cls)
  * that served no malloc since then gives back its cached blocks and its
  * emptied current slab, as freed spans and large blocks decay: a thread
  * that took a burst of big blocks and moved on to other sizes keeps none
- * of them past two decay periods.  Mid and L25 caches (4 MiB of growth per
- * thread, their first sizes besides) kept their blocks as long as the
+ * of them past two decay periods.  Mid and L25 caches (20 MiB of growth
+ * per thread, their first sizes besides) kept their blocks as long as the
  * thread lived.  The spans their blocks emptied then age in the node's
  * HotSpanBox, which this look ages too: only puts and takes of spans did.
  * A thread that stops allocating altogether keeps its caches until it
@@ -474,15 +475,21 @@ static void look_for_idle(struct hak_heap *heap, unsigned keep)
 }
 
 /* Whether the program writes little of the blocks of cls, a class that is
- * sparse_checked: the last block its cache took was mostly not resident,
- * asked at one turn in SPARSE_RECHECK_TURNS (a mincore call). */
+ * sparse_checked: fewer than half the pages of the last block its cache
+ * took are resident, asked at one turn in SPARSE_RECHECK_TURNS (a mincore
+ * call).  Where the kernel cannot tell, the blocks count as written: the
+ * cache keeps its first size.  Huge pages make every block resident, and
+ * so they are: a cached block pins its size there. */
 #define SPARSE_RECHECK_TURNS 16
 
 static bool blocks_sparse(struct hak_heap *heap, unsigned cls)
 {
     void *block = heap->thread->head[cls];
-    if (block && heap->turns[cls]++ % SPARSE_RECHECK_TURNS == 0)
-        heap->sparse[cls] = !hak_os_mostly_resident(block, hak_class_size[cls]);
+    if (block && heap->turns[cls]++ % SPARSE_RECHECK_TURNS == 0) {
+        size_t size = hak_class_size[cls], resident;
+        heap->sparse[cls] =
+            hak_os_resident_pages(block, size, &resident) && resident * 2 < size / HAK_PAGE_SIZE;
+    }
     return heap->sparse[cls];
 }
 
