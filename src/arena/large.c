@@ -36,7 +36,8 @@ struct large_cache {
     uint64_t peak_ms;                     /* when peak last decayed */
     size_t live;                          /* atomic: bytes mapped by the node's live blocks */
     size_t peak;                          /* atomic: their recent peak */
-    bool written;                         /* atomic: the block last freed was mostly resident */
+    bool written;                         /* atomic: the block last looked at was mostly resident */
+    unsigned frees;                       /* atomic: one in WRITTEN_LOOK_EVERY looks */
     struct hak_large *slots[CACHE_SLOTS]; /* oldest first */
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
@@ -132,12 +133,19 @@ static size_t mapped_size(size_t total, unsigned node)
     return huge(node) && worth ? whole : total;
 }
 
+/* A look walks the page table of the whole block (a tenth of realloc_grow's
+ * time when every free of its 8 MiB buffers looked), and a program writes
+ * its large blocks the same way free after free. */
+#define WRITTEN_LOOK_EVERY 8
+
 static void note_written(struct hak_large *large)
 {
-    if (!hak_options.huge_pages)
+    struct large_cache *cache = &caches[large->head.node];
+    if (!hak_options.huge_pages ||
+        __atomic_fetch_add(&cache->frees, 1, __ATOMIC_RELAXED) % WRITTEN_LOOK_EVERY)
         return;
     bool written = hak_os_mostly_resident(hak_large_block(large), large->usable);
-    __atomic_store_n(&caches[large->head.node].written, written, __ATOMIC_RELAXED);
+    __atomic_store_n(&cache->written, written, __ATOMIC_RELAXED);
 }
 
 /* sign: 1 as the block is handed out, -1 as it is freed. */
