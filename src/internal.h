@@ -265,6 +265,9 @@ struct hak_heap {
      * each class's head and room when the caches were last looked over
      * for idle ones (thread_heap.c, sizes that fit the program). */
     uint64_t small_cache_bytes;
+    /* What the Mid and L25 caches may hold beyond their first sizes: [0] of
+     * the classes of blocks up to 64 KiB, [1] of the bigger ones. */
+    uint64_t big_cache_growth[2];
     void *seen_head[HAK_SMALL_CLASSES];
     uint32_t seen_room[HAK_SMALL_CLASSES];
     /* Refills and flushes so far, and each class's mallocs when the caches

@@ -160,7 +160,9 @@ static struct hak_slab *split_head(struct hot_span_box *box, struct hak_slab *sp
     span->start += (size_t)pages * HAK_PAGE_SIZE;
     hak_span_bins_insert(&box->bins, span);
     box->bytes -= span_bytes(desc);
-    hak_span_map_pages(desc, desc->first_page, pages);
+    /* The span before desc, when freed, must not find the rest here, which
+     * starts further on; hak_hot_span_take maps the others after the lock. */
+    hak_span_map_pages(desc, desc->first_page, 1);
     return desc;
 }
 
@@ -172,7 +174,8 @@ struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages)
     uint64_t now = hak_os_now_ms();
     pthread_mutex_lock(lock_of(box));
     struct hak_slab *span = hak_span_bins_fit(&box->bins, pages);
-    if (span && span->pages > pages) {
+    bool split = span && span->pages > pages;
+    if (split) {
         /* Under the lock (meta's comes after it): a span taken meanwhile
          * would leave us nothing to split. */
         struct hak_slab *desc = hak_span_desc_alloc();
@@ -186,6 +189,8 @@ struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages)
     pthread_mutex_unlock(lock_of(box));
     release(evicted);
     if (span) {
+        if (split)
+            hak_span_map_pages(span, span->first_page + 1, pages - 1);
         span->state = HAK_STATE_NONE;
         span->end = span->start + span_bytes(span);
         hak_stat_add(HAK_STAT_HOT_HITS, 1);
@@ -251,11 +256,13 @@ void hak_hot_span_put(struct hak_slab *span)
     }
     struct hak_slab *drop[2] = {NULL, NULL};
     uint64_t now = hak_os_now_ms();
-    pthread_mutex_lock(lock_of(box));
     /* While it served blocks its pages mapped to the slab, to sentinels
      * (not carved yet, inside a block) or both; neighbours find a hot span
-     * by any of its pages. */
+     * by any of its pages.  Before the lock, so that other threads wait
+     * less (up to 256 pages): a neighbour that reads a page meanwhile finds
+     * a span that is not hot yet, as before. */
     hak_span_map_pages(span, span->first_page, span->pages);
+    pthread_mutex_lock(lock_of(box));
     span = coalesce(box, span, drop);
     span->kind = HAK_SLAB_HOT_SPAN;
     span->freed_ms = now;

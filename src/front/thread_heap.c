@@ -375,26 +375,15 @@ static bool sparse_checked(unsigned cls)
     return hak_class_size[cls] > SPARSE_CHECK_MIN;
 }
 
-/* What the Mid and L25 caches of heap, of the classes that are sparse_checked
- * or not, may hold beyond their first sizes. */
-static uint64_t big_cache_growth(const struct hak_heap *heap, bool checked)
-{
-    uint64_t bytes = 0;
-    for (unsigned cls = HAK_FIRST_MID; cls < HAK_NUM_CLASSES; cls++)
-        if (sparse_checked(cls) == checked)
-            bytes += (uint64_t)(heap->limit[cls] - cache_limit(cls)) * hak_class_size[cls];
-    return bytes;
-}
-
 static void flush_list(struct hak_heap *heap, void *list);
 
 /* Sets a class's capacity; the blocks cached stay, so room follows. */
 static void set_limit(struct hak_heap *heap, unsigned cls, uint32_t limit)
 {
-    if (hak_class_is_small(cls)) {
-        heap->small_cache_bytes -= (uint64_t)heap->limit[cls] * hak_class_size[cls];
-        heap->small_cache_bytes += (uint64_t)limit * hak_class_size[cls];
-    }
+    uint64_t *bytes = hak_class_is_small(cls) ? &heap->small_cache_bytes
+                                              : &heap->big_cache_growth[sparse_checked(cls)];
+    *bytes -= (uint64_t)heap->limit[cls] * hak_class_size[cls];
+    *bytes += (uint64_t)limit * hak_class_size[cls];
     heap->thread->room[cls] += limit - heap->limit[cls];
     heap->limit[cls] = limit;
 }
@@ -512,7 +501,7 @@ static bool grow(struct hak_heap *heap, unsigned cls)
     uint64_t extra = (uint64_t)(grown - limit) * hak_class_size[cls];
     if (!hak_class_is_small(cls)) {
         bool checked = sparse_checked(cls);
-        if (big_cache_growth(heap, checked) + extra >
+        if (heap->big_cache_growth[checked] + extra >
             (checked ? CACHE_THREAD_SPARSE_BYTES : CACHE_THREAD_BIG_BYTES))
             return false;
     } else if (heap->small_cache_bytes + extra > CACHE_THREAD_BYTES) {
