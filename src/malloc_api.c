@@ -25,8 +25,14 @@ static void *fail_nomem(void)
     return NULL;
 }
 
-/* Where realloc moves a growing block to a large mapping. */
+/* Where realloc moves a growing block to a large mapping, from which on it
+ * grows without copies (hak_large_resize): from 64 KiB a block that grows
+ * by half or more at once (a vector that doubles: from 256 KiB, it was
+ * copied into each class on the way, 512 KiB a buffer, a third of
+ * realloc_grow's time), from 256 KiB one that grows by less, which
+ * moved_request gives room to grow in place. */
 #define REALLOC_LARGE_FROM (HAK_L25_MAX / 4)
+#define REALLOC_DOUBLING_LARGE_FROM (HAK_L25_MAX / 16)
 
 /* The bytes realloc asks for when it moves a block of old usable bytes
  * that is to hold size.  A block that grows by less than half, over 1 KiB,
@@ -175,8 +181,14 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
     /* A block that keeps growing becomes a large one early, from which on
      * it grows without being copied (hak_large_resize). */
     size_t request = moved_request(old, size);
-    void *fresh = size > old && size > REALLOC_LARGE_FROM ? alloc_large(size, HAK_PAGE_SIZE, false)
-                                                          : alloc(request);
+    size_t large_from = size >= old + old / 2 ? REALLOC_DOUBLING_LARGE_FROM : REALLOC_LARGE_FROM;
+    void *fresh = NULL;
+    if (size > old && size > large_from)
+        fresh = alloc_large(size, HAK_PAGE_SIZE, false);
+    /* Out of mappings (vm.max_map_count), a block up to 1 MiB still fits a
+     * class. */
+    if (!fresh)
+        fresh = alloc(request);
     if (!fresh && request > size) /* no memory for the headroom: what was asked */
         fresh = alloc(size);
     if (!fresh)

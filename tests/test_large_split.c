@@ -14,7 +14,9 @@
  * left to grow, must not take one from the empty cache (it did, and the
  * cache's count wrapped around).
  *
- * Growth: a block realloc made large grows by mremap, not by copies.
+ * Growth: a block realloc made large grows by mremap, not by copies.  One
+ * that realloc doubles is made large from 64 KiB, not copied into every
+ * class up to 256 KiB.
  *
  * Headroom: a large block realloc grows by an eighth at a time, as CPython
  * grows a list or a bytearray, has its mapping grow by half at least, so
@@ -122,6 +124,28 @@ static void grow_from_quarter_mib(void)
     CHECK(moves <= 24 || (level != NULL && !strcmp(level, "2")),
           "growing from 260 KiB to 3 MiB in 16 KiB steps moved the block %d times", moves);
     free(block);
+}
+
+/* A doubling from 50 000 B to 100 000 B makes the block large: one more
+ * live large block in mallinfo2. */
+static void double_past_64k(void)
+{
+    char *block = malloc(opaque_size(50000));
+    if (block == NULL) {
+        hard_error("malloc(50000) failed");
+    }
+    memset(block, 0x66, 50000);
+    size_t before = mallinfo2().hblks;
+    char *grown = realloc(block, opaque_size(100000));
+    if (grown == NULL) {
+        hard_error("realloc(100000) failed");
+    }
+    CHECK(grown[49999] == 0x66, "the doubled block lost its contents");
+    size_t after = mallinfo2().hblks;
+    CHECK(after == before + 1,
+          "realloc doubling 50000 B to 100000 B left %zu live large blocks, %zu before", after,
+          before);
+    free(grown);
 }
 
 static void grow_by_eighths(void)
@@ -244,6 +268,7 @@ int main(int argc, char **argv)
     split_over_program_bytes();
     grow_after_decay();
     grow_from_quarter_mib();
+    double_past_64k();
     grow_by_eighths();
     grow_in_cached_mapping();
     whole_units();

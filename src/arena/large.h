@@ -1,5 +1,6 @@
-/* Blocks above 1 MiB, big alignments, and blocks realloc grows past 256 KiB
- * (so that they grow on without copies): one mapping each, its head on the
+/* Blocks above 1 MiB, big alignments, and blocks realloc grows past 256 KiB,
+ * or past 64 KiB by half or more at once (so that they grow on without
+ * copies): one mapping each, its head on the
  * first page.  Freed mappings are kept per node for reuse, split,
  * coalesced and moved between blocks (large.c), since faulting big blocks in
  * again is what makes them slow. */
