@@ -182,12 +182,11 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
      * it grows without being copied (hak_large_resize). */
     size_t request = moved_request(old, size);
     size_t large_from = size >= old + old / 2 ? REALLOC_DOUBLING_LARGE_FROM : REALLOC_LARGE_FROM;
-    void *fresh = NULL;
-    if (size > old && size > large_from)
-        fresh = alloc_large(size, HAK_PAGE_SIZE, false);
+    bool to_large = size > old && size > large_from;
+    void *fresh = to_large ? alloc_large(size, HAK_PAGE_SIZE, false) : NULL;
     /* Out of mappings (vm.max_map_count), a block up to 1 MiB still fits a
-     * class. */
-    if (!fresh)
+     * class; a bigger one would only ask for a mapping again. */
+    if (!fresh && (!to_large || request <= HAK_L25_MAX))
         fresh = alloc(request);
     if (!fresh && request > size) /* no memory for the headroom: what was asked */
         fresh = alloc(size);

@@ -160,9 +160,13 @@ static struct hak_slab *split_head(struct hot_span_box *box, struct hak_slab *sp
     span->start += (size_t)pages * HAK_PAGE_SIZE;
     hak_span_bins_insert(&box->bins, span);
     box->bytes -= span_bytes(desc);
-    /* The span before desc, when freed, must not find the rest here, which
-     * starts further on; hak_hot_span_take maps the others after the lock. */
+    /* Neighbours look at the pages around them: a span freed before desc
+     * must not find the rest at desc's first page, nor the rest, freed or
+     * split again, itself at desc's last page, while it starts further on
+     * (a merge over pages it does not have).  hak_hot_span_take maps the
+     * pages between after the lock. */
     hak_span_map_pages(desc, desc->first_page, 1);
+    hak_span_map_pages(desc, desc->first_page + pages - 1, 1);
     return desc;
 }
 
@@ -189,8 +193,8 @@ struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages)
     pthread_mutex_unlock(lock_of(box));
     release(evicted);
     if (span) {
-        if (split)
-            hak_span_map_pages(span, span->first_page + 1, pages - 1);
+        if (split && pages > 2)
+            hak_span_map_pages(span, span->first_page + 1, pages - 2);
         span->state = HAK_STATE_NONE;
         span->end = span->start + span_bytes(span);
         hak_stat_add(HAK_STAT_HOT_HITS, 1);

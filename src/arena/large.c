@@ -648,7 +648,7 @@ void *hak_large_resize(struct hak_large *large, size_t size)
         /* Only a block that shrinks to half its size and half its mapping
          * or less moves, so that the rest goes back to the cache.  One that
          * grows stays however small it still is: realloc made it large from
-         * 256 KiB, in a cached mapping of 2 MiB or more, and moved it at
+         * 64 or 256 KiB, in a cached mapping of 2 MiB or more, and moved it at
          * every step up to half of that when this looked at the size
          * alone. */
         if (size <= large->requested / 2 && size <= large->usable / 2)

@@ -406,6 +406,9 @@ static void release_cache(struct hak_heap *heap, unsigned cls)
     flush_cache(heap, cls);
     set_limit(heap, cls, cache_limit(cls));
     heap->flushed_last[cls] = false;
+    /* What the program writes of its blocks is asked again at the next turn. */
+    heap->turns[cls] = 0;
+    heap->sparse[cls] = false;
     struct hak_slab *cur = heap->cur[cls];
     if (cur == &hak_empty_slab)
         return;
