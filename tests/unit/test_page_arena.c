@@ -2,7 +2,8 @@
  * of registered chunks, also while threads allocate and free neighbours at
  * once, freed spans coalesce back into whole chunks, and the box hands
  * freed memory back, merged with its hot neighbours and cut to the length
- * asked for, until its byte budget pushes it out to the arena,
+ * asked for, also while threads take and put spans at once, until its
+ * byte budget pushes it out to the arena,
  * decommitted; malloc_trim's release of all of it, and the release of the
  * stale spans before fresh memory is mapped for small blocks.
  *
@@ -566,6 +567,54 @@ static void test_concurrent_neighbours(void)
         unit_thread_join(threads[i]);
 }
 
+/* The same through the HotSpanBox: spans taken from it, cut from longer
+ * ones, and put back, merged with their neighbours, while a small budget
+ * pushes spans out to the arena.  A span the box cut was looked at by its
+ * neighbours before its pages all named it, and one of them merged over
+ * pages the box had handed out. */
+static void *race_hot_spans(void *arg)
+{
+    uint64_t id = (uint64_t)(uintptr_t)arg;
+    struct hak_slab *live[RACE_LIVE] = {NULL};
+    uint64_t tags[RACE_LIVE] = {0};
+    uint64_t rng = id * 0x9e3779b97f4a7c15u + 7;
+    for (uint64_t round = 0; round < RACE_ROUNDS; round++) {
+        rng = rng * 6364136223846793005u + 1442695040888963407u;
+        unsigned slot = (unsigned)(rng >> 33) % RACE_LIVE;
+        if (live[slot]) {
+            CHECK(marked(live[slot], tags[slot]),
+                  "thread %u: a span of %u pages at %p was handed to someone else too",
+                  (unsigned)id, live[slot]->pages, (void *)live[slot]->start);
+            hak_hot_span_put(live[slot]);
+            live[slot] = NULL;
+        } else {
+            uint32_t pages = 1 + (uint32_t)(rng >> 40) % 16;
+            struct hak_slab *span = hak_hot_span_take(0, pages);
+            live[slot] = span ? span : alloc_span(pages);
+            CHECK(live[slot]->pages == pages, "asked %u pages, got %u", pages, live[slot]->pages);
+            tags[slot] = id << 48 | round;
+            mark(live[slot], tags[slot]);
+        }
+    }
+    for (unsigned slot = 0; slot < RACE_LIVE; slot++)
+        if (live[slot])
+            hak_hot_span_put(live[slot]);
+    return NULL;
+}
+
+static void test_concurrent_hot_spans(void)
+{
+    size_t budget = hak_options.hot_bytes;
+    hak_options.hot_bytes = 1u << 20;
+    pthread_t threads[RACE_THREADS];
+    for (uintptr_t i = 0; i < RACE_THREADS; i++)
+        unit_thread_start(&threads[i], race_hot_spans, (void *)(i + 1));
+    for (unsigned i = 0; i < RACE_THREADS; i++)
+        unit_thread_join(threads[i]);
+    hak_hot_span_release_all(0);
+    hak_options.hot_bytes = budget;
+}
+
 int main(void)
 {
     unit_watchdog();
@@ -586,6 +635,7 @@ int main(void)
     test_hot_merge();
     test_hot_budget();
     test_concurrent_neighbours();
+    test_concurrent_hot_spans();
     test_release_all();
     test_release_stale();
     return test_result("test_page_arena");
