@@ -183,11 +183,16 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
     size_t request = moved_request(old, size);
     size_t large_from = size >= old + old / 2 ? REALLOC_DOUBLING_LARGE_FROM : REALLOC_LARGE_FROM;
     bool to_large = size > old && size > large_from;
+    int saved_errno = errno;
     void *fresh = to_large ? alloc_large(size, HAK_PAGE_SIZE, false) : NULL;
     /* Out of mappings (vm.max_map_count), a block up to 1 MiB still fits a
-     * class; a bigger one would only ask for a mapping again. */
-    if (!fresh && (!to_large || request <= HAK_L25_MAX))
+     * class, and the realloc succeeds as if the large path had not failed;
+     * a bigger one would only ask for a mapping again. */
+    if (!fresh && (!to_large || request <= HAK_L25_MAX)) {
         fresh = alloc(request);
+        if (fresh)
+            errno = saved_errno;
+    }
     if (!fresh && request > size) /* no memory for the headroom: what was asked */
         fresh = alloc(size);
     if (!fresh)

@@ -127,7 +127,8 @@ static void grow_from_quarter_mib(void)
 }
 
 /* A doubling from 50 000 B to 100 000 B makes the block large: one more
- * live large block in mallinfo2. */
+ * live large block in mallinfo2; a growth from 70 000 B to 90 000 B does
+ * not. */
 static void double_past_64k(void)
 {
     char *block = malloc(opaque_size(50000));
@@ -145,6 +146,21 @@ static void double_past_64k(void)
     CHECK(after == before + 1,
           "realloc doubling 50000 B to 100000 B left %zu live large blocks, %zu before", after,
           before);
+    free(grown);
+
+    /* Growth by less than half stays in the classes up to 256 KiB. */
+    block = malloc(opaque_size(70000));
+    if (block == NULL) {
+        hard_error("malloc(70000) failed");
+    }
+    before = mallinfo2().hblks;
+    grown = realloc(block, opaque_size(90000));
+    if (grown == NULL) {
+        hard_error("realloc(90000) failed");
+    }
+    after = mallinfo2().hblks;
+    CHECK(after == before, "realloc from 70000 B to 90000 B made the block large (%zu, %zu before)",
+          after, before);
     free(grown);
 }
 
