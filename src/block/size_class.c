@@ -12,8 +12,12 @@
 
 const uint8_t hak_small_class_of[HAK_SMALL_MAX / 8 + 1] = {S64(0), S64(64), SMALL_OF(1024)};
 
-/* Quarter steps: class k of a doubling from 2^e serves up to (5+k) << (e-2). */
-#define Q(e) (5u << ((e) - 2)), (6u << ((e) - 2)), (7u << ((e) - 2)), (8u << ((e) - 2))
+/* Quarter steps: class k of a doubling from 2^e serves up to (5+k) << (e-2),
+ * its blocks colour bytes longer but for the power of two; F of each. */
+#define STEPS(F, e, colour) F((5u << ((e) - 2)) + (colour)), F((6u << ((e) - 2)) + (colour)), \
+                            F((7u << ((e) - 2)) + (colour)), F(8u << ((e) - 2))
+#define SIZE(size) (size)
+#define Q(e) STEPS(SIZE, e, 0)
 /* The same with HAK_CLASS_COLOUR bytes more in each block of the three
  * steps that are not powers of two, for the doublings from 8 KiB up.  At a
  * stride of 10, 12 or 14 KiB, or 20, 24 or 28, the blocks of a span start
@@ -29,8 +33,7 @@ const uint8_t hak_small_class_of[HAK_SMALL_MAX / 8 + 1] = {S64(0), S64(64), SMAL
  * start at 64 or more of those sets already; the powers of two keep their
  * size, which aligned allocation relies on, and so do the L25 classes,
  * whose spans are one block each. */
-#define QC(e) (5u << ((e) - 2)) + HAK_CLASS_COLOUR, (6u << ((e) - 2)) + HAK_CLASS_COLOUR, \
-              (7u << ((e) - 2)) + HAK_CLASS_COLOUR, (8u << ((e) - 2))
+#define QC(e) STEPS(SIZE, e, HAK_CLASS_COLOUR)
 
 /* The smallest block is 16 bytes: a free block holds its link and its
  * double-free tag (block/block_link.h); every block is a multiple of 16, as
@@ -46,11 +49,8 @@ const uint32_t hak_class_size[HAK_NUM_CLASSES] = {
  * n * magic, modulo 2^64, is below magic, for every 32-bit n (Lemire,
  * Kaser and Kurz, "Faster remainder by direct computation", 2019). */
 #define MAGIC(size) (UINT64_MAX / (size) + 1)
-#define QMAGIC(e) MAGIC(5u << ((e) - 2)), MAGIC(6u << ((e) - 2)), MAGIC(7u << ((e) - 2)), \
-                  MAGIC(8u << ((e) - 2))
-#define QCMAGIC(e) MAGIC((5u << ((e) - 2)) + HAK_CLASS_COLOUR), \
-                   MAGIC((6u << ((e) - 2)) + HAK_CLASS_COLOUR), \
-                   MAGIC((7u << ((e) - 2)) + HAK_CLASS_COLOUR), MAGIC(8u << ((e) - 2))
+#define QMAGIC(e) STEPS(MAGIC, e, 0)
+#define QCMAGIC(e) STEPS(MAGIC, e, HAK_CLASS_COLOUR)
 
 const uint64_t hak_class_divide_magic[HAK_NUM_CLASSES] = {
     MAGIC(16), MAGIC(32), MAGIC(48), MAGIC(64), MAGIC(80), MAGIC(96), MAGIC(112), MAGIC(128),
