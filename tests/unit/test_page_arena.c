@@ -529,9 +529,23 @@ static bool marked(const struct hak_slab *span, uint64_t tag)
     return true;
 }
 
+/* Where the racing threads take spans from and give them back to. */
+struct race_backend {
+    struct hak_slab *(*take)(uint32_t pages);
+    void (*give)(struct hak_slab *span);
+    uint32_t max_pages;
+};
+
+struct race_thread {
+    uint64_t id;
+    const struct race_backend *backend;
+};
+
 static void *race_spans(void *arg)
 {
-    uint64_t id = (uint64_t)(uintptr_t)arg;
+    const struct race_thread *self = arg;
+    const struct race_backend *backend = self->backend;
+    uint64_t id = self->id;
     struct hak_slab *live[RACE_LIVE] = {NULL};
     uint64_t tags[RACE_LIVE] = {0};
     uint64_t rng = id * 0x9e3779b97f4a7c15u + 1;
@@ -542,55 +556,11 @@ static void *race_spans(void *arg)
             CHECK(marked(live[slot], tags[slot]),
                   "thread %u: a span of %u pages at %p was handed to someone else too",
                   (unsigned)id, live[slot]->pages, (void *)live[slot]->start);
-            free_span(live[slot]);
+            backend->give(live[slot]);
             live[slot] = NULL;
         } else {
-            live[slot] = alloc_span(1 + (uint32_t)(rng >> 40) % 8);
-            tags[slot] = id << 48 | round;
-            mark(live[slot], tags[slot]);
-        }
-    }
-    for (unsigned slot = 0; slot < RACE_LIVE; slot++)
-        if (live[slot])
-            free_span(live[slot]);
-    return NULL;
-}
-
-/* A span leaves the bins under the arena's lock, while another thread may
- * be freeing its neighbour and looking whether to merge with it. */
-static void test_concurrent_neighbours(void)
-{
-    pthread_t threads[RACE_THREADS];
-    for (uintptr_t i = 0; i < RACE_THREADS; i++)
-        unit_thread_start(&threads[i], race_spans, (void *)(i + 1));
-    for (unsigned i = 0; i < RACE_THREADS; i++)
-        unit_thread_join(threads[i]);
-}
-
-/* The same through the HotSpanBox: spans taken from it, cut from longer
- * ones, and put back, merged with their neighbours, while a small budget
- * pushes spans out to the arena.  A span the box cut was looked at by its
- * neighbours before its pages all named it, and one of them merged over
- * pages the box had handed out. */
-static void *race_hot_spans(void *arg)
-{
-    uint64_t id = (uint64_t)(uintptr_t)arg;
-    struct hak_slab *live[RACE_LIVE] = {NULL};
-    uint64_t tags[RACE_LIVE] = {0};
-    uint64_t rng = id * 0x9e3779b97f4a7c15u + 7;
-    for (uint64_t round = 0; round < RACE_ROUNDS; round++) {
-        rng = rng * 6364136223846793005u + 1442695040888963407u;
-        unsigned slot = (unsigned)(rng >> 33) % RACE_LIVE;
-        if (live[slot]) {
-            CHECK(marked(live[slot], tags[slot]),
-                  "thread %u: a span of %u pages at %p was handed to someone else too",
-                  (unsigned)id, live[slot]->pages, (void *)live[slot]->start);
-            hak_hot_span_put(live[slot]);
-            live[slot] = NULL;
-        } else {
-            uint32_t pages = 1 + (uint32_t)(rng >> 40) % 16;
-            struct hak_slab *span = hak_hot_span_take(0, pages);
-            live[slot] = span ? span : alloc_span(pages);
+            uint32_t pages = 1 + (uint32_t)(rng >> 40) % backend->max_pages;
+            live[slot] = backend->take(pages);
             CHECK(live[slot]->pages == pages, "asked %u pages, got %u", pages, live[slot]->pages);
             tags[slot] = id << 48 | round;
             mark(live[slot], tags[slot]);
@@ -598,19 +568,47 @@ static void *race_hot_spans(void *arg)
     }
     for (unsigned slot = 0; slot < RACE_LIVE; slot++)
         if (live[slot])
-            hak_hot_span_put(live[slot]);
+            backend->give(live[slot]);
     return NULL;
 }
 
-static void test_concurrent_hot_spans(void)
+static void race(const struct race_backend *backend)
 {
-    size_t budget = hak_options.hot_bytes;
-    hak_options.hot_bytes = 1u << 20;
     pthread_t threads[RACE_THREADS];
-    for (uintptr_t i = 0; i < RACE_THREADS; i++)
-        unit_thread_start(&threads[i], race_hot_spans, (void *)(i + 1));
+    struct race_thread selves[RACE_THREADS];
+    for (unsigned i = 0; i < RACE_THREADS; i++) {
+        selves[i] = (struct race_thread){i + 1, backend};
+        unit_thread_start(&threads[i], race_spans, &selves[i]);
+    }
     for (unsigned i = 0; i < RACE_THREADS; i++)
         unit_thread_join(threads[i]);
+}
+
+/* A span leaves the bins under the arena's lock, while another thread may
+ * be freeing its neighbour and looking whether to merge with it. */
+static void test_concurrent_neighbours(void)
+{
+    static const struct race_backend arena = {alloc_span, free_span, 8};
+    race(&arena);
+}
+
+static struct hak_slab *take_hot_span(uint32_t pages)
+{
+    struct hak_slab *span = hak_hot_span_take(0, pages);
+    return span ? span : alloc_span(pages);
+}
+
+/* The same through the HotSpanBox: spans taken from it, cut from longer
+ * ones, and put back, merged with their neighbours, while a small budget
+ * pushes spans out to the arena.  A span the box cut was looked at by its
+ * neighbours before its pages all named it, and one of them merged over
+ * pages the box had handed out. */
+static void test_concurrent_hot_spans(void)
+{
+    static const struct race_backend box = {take_hot_span, hak_hot_span_put, 16};
+    size_t budget = hak_options.hot_bytes;
+    hak_options.hot_bytes = 1u << 20;
+    race(&box);
     hak_hot_span_release_all(0);
     hak_options.hot_bytes = budget;
 }
