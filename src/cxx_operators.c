@@ -246,9 +246,10 @@ void *_Znwm(size_t size)
 {
     if (HAK_LIKELY(size <= HAK_SMALL_MAX)) {
         unsigned cls = hak_small_class(size);
-        void *block = hak_tls.head[cls];
-        if (HAK_LIKELY(hak_heap_poppable(block)))
-            return hak_heap_pop(cls, block);
+        struct hak_thread *self = hak_my_thread();
+        void *block = self->head[cls];
+        if (HAK_LIKELY(hak_heap_poppable(self, block)))
+            return hak_heap_pop(self, cls, block);
     }
     return new_uncached(size);
 }

@@ -757,7 +757,7 @@ void *hak_heap_refill(size_t size, unsigned cls)
     /* Not empty after a move to another CPU of the same node. */
     void *cached = heap->thread->head[cls];
     if (cached)
-        return hak_heap_pop(cls, cached);
+        return hak_heap_pop(heap->thread, cls, cached);
     if (atomic_load_explicit(&heap->delayed, memory_order_relaxed))
         drain_delayed(heap);
     if (HAK_UNLIKELY(hak_harden.checked))
