@@ -135,7 +135,7 @@ HAK_API void hak_free(void *ptr)
             refuse_foreign("free of a pointer hakmem never handed out:", ptr);
         return;
     }
-    hak_heap_free(hak_unit_slab(entry, ptr), ptr);
+    hak_heap_free(hak_fast_slab(entry, ptr), ptr);
 }
 
 HAK_API void *hak_calloc(size_t nmemb, size_t size)
@@ -305,7 +305,7 @@ HAK_API size_t hak_malloc_usable_size(void *ptr)
      * zmalloc), so it goes with no call and no stack frame. */
     uintptr_t entry = hak_page_map_entry(ptr);
     if (HAK_LIKELY((intptr_t)entry > 0)) {
-        const struct hak_slab *slab = hak_unit_slab(entry, ptr);
+        const struct hak_slab *slab = hak_fast_slab(entry, ptr);
         if (HAK_LIKELY(slab->free_node != HAK_NO_NODE))
             return slab->block_size;
     }

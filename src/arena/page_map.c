@@ -57,7 +57,9 @@ static uintptr_t entry_for(struct hak_chunk_head *chunk, uintptr_t unit)
     if (chunk->route != HAK_ROUTE_FAST)
         return (uintptr_t)chunk | HAK_MAP_ROUTED;
     size_t first_page = ((unit << HAK_CHUNK_SHIFT) - (uintptr_t)chunk) >> HAK_PAGE_SHIFT;
-    return (uintptr_t) & ((struct hak_chunk *)chunk)->page_slab[first_page] - table_bias(unit);
+    uintptr_t table = (uintptr_t) & ((struct hak_chunk *)chunk)->page_slab[first_page];
+    return (table - table_bias(unit)) |
+           (chunk->kind == HAK_CHUNK_SUPERSLAB ? HAK_MAP_SUPERSLAB : 0);
 }
 
 static bool set_range(void *base, size_t size, struct hak_chunk_head *chunk)
