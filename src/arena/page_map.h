@@ -83,7 +83,7 @@ static inline struct hak_slab *hak_unit_slab(uintptr_t entry, const void *ptr)
  * the entry, 175 M so).  The entry still tells that hakmem owns the page. */
 static inline struct hak_slab *hak_fast_slab(uintptr_t entry, const void *ptr)
 {
-    if (entry & HAK_MAP_SUPERSLAB) {
+    if (HAK_LIKELY(entry & HAK_MAP_SUPERSLAB)) {
         const struct hak_superslab *ss =
             (const struct hak_superslab *)((uintptr_t)ptr & ~(HAK_SUPERSLAB_SIZE - 1));
         return ss->page_slab[((uintptr_t)ptr >> HAK_PAGE_SHIFT) % HAK_SUPERSLAB_PAGES];
