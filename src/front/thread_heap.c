@@ -330,7 +330,11 @@ static uint32_t first_batch(uint32_t limit, unsigned cls)
  * sat idle since the last such look, back to their first size.  Only the
  * blocks grow: the per-class state the fast paths read stays one word each
  * (seed 000: a bigger ring in one pool pushed another pool's hot state out
- * of L1).
+ * of L1).  The bounds fit a program that tears down and rebuilds some ten
+ * thousand small objects at a time (cxx_churn: with 8192 blocks, 512 KiB a
+ * class and 2 MiB a thread, half its frees of 32-80 B blocks went home one
+ * by one and came back in refills; with these, 1 in 200, 9% faster, and
+ * the same peak RSS, since the blocks were the program's a moment before).
  *
  * Mid and L25 classes of blocks up to SPARSE_CHECK_MIN grow the same way,
  * up to CACHE_MAX_BIG_CLASS_BYTES, and by CACHE_THREAD_BIG_BYTES in all per
@@ -350,9 +354,9 @@ static uint32_t first_batch(uint32_t limit, unsigned cls)
  * of mimalloc's speed when they kept their first sizes, one block for the
  * classes over 256 KiB, which holds none; l25, which writes its blocks
  * whole, peaked 4% higher when they grew as the smaller ones do. */
-#define CACHE_MAX_BLOCKS 8192u
-#define CACHE_MAX_CLASS_BYTES (512u << 10)
-#define CACHE_THREAD_BYTES (2048u << 10)
+#define CACHE_MAX_BLOCKS 32768u
+#define CACHE_MAX_CLASS_BYTES (2048u << 10)
+#define CACHE_THREAD_BYTES (8192u << 10)
 #define CACHE_MAX_BIG_CLASS_BYTES (4u << 20)
 #define CACHE_THREAD_BIG_BYTES (4u << 20)
 #define SPARSE_CHECK_MIN (64u << 10)

@@ -85,7 +85,7 @@ static void check_grows(size_t size)
  * with a malloc and free of a 3000 B block every 256 of them. */
 static void churn_small(void)
 {
-    static void *blocks[20000];
+    static void *blocks[40000]; /* past the 32768 a class of 64 B caches at most */
     uint32_t count = sizeof(blocks) / sizeof(blocks[0]);
     for (int phase = 0; phase < 2; phase++) {
         for (uint32_t i = 0; i < count; i++) {
