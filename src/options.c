@@ -55,11 +55,6 @@ static bool parse(const struct hak_option *opt, const char *text)
 {
     uint64_t number;
     switch (opt->type) {
-    case HAK_OPT_BOOL:
-        if (strcmp(text, "0") && strcmp(text, "1"))
-            return false;
-        *(bool *)opt->value = text[0] == '1';
-        return true;
     case HAK_OPT_BYTES:
         if (!parse_number(text, true, &number))
             return false;
@@ -107,8 +102,6 @@ void hak_options_load(void)
 static uint64_t number_value(const struct hak_option *opt)
 {
     switch (opt->type) {
-    case HAK_OPT_BOOL:
-        return *(bool *)opt->value;
     case HAK_OPT_BYTES:
         return *(size_t *)opt->value;
     case HAK_OPT_U32:

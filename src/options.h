@@ -11,6 +11,7 @@
 enum hak_numa_mode { HAK_NUMA_AUTO, HAK_NUMA_OFF };
 enum hak_numa_policy { HAK_POLICY_PREFERRED, HAK_POLICY_BIND };
 enum hak_stats_mode { HAK_STATS_OFF, HAK_STATS_TEXT, HAK_STATS_JSON };
+enum hak_huge_mode { HAK_HUGE_AUTO, HAK_HUGE_OFF, HAK_HUGE_ON };
 
 /* HAKMEM_STATS_FILE, with room for any path. */
 #define HAK_OPTION_PATH_MAX 4096
@@ -27,20 +28,13 @@ struct hak_options {
     size_t interleave_bytes;              /* large blocks from this size spread over all nodes */
     uint32_t stats;                       /* enum hak_stats_mode: the report at exit */
     char stats_file[HAK_OPTION_PATH_MAX]; /* where it goes ("": stderr); %p: the pid */
-    bool huge_pages;                      /* transparent huge pages for busy PageArenas */
+    uint32_t huge_pages;                  /* enum hak_huge_mode: transparent huge pages */
     uint32_t harden;                      /* hardening level 0, 1 or 2 (harden.h) */
 };
 
 extern struct hak_options hak_options;
 
-enum hak_option_type {
-    HAK_OPT_BOOL,
-    HAK_OPT_BYTES,
-    HAK_OPT_U32,
-    HAK_OPT_U64,
-    HAK_OPT_CHOICE,
-    HAK_OPT_PATH
-};
+enum hak_option_type { HAK_OPT_BYTES, HAK_OPT_U32, HAK_OPT_U64, HAK_OPT_CHOICE, HAK_OPT_PATH };
 
 struct hak_option {
     const char *name;

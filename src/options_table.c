@@ -14,7 +14,7 @@ struct hak_options hak_options = {
     .numa_policy = HAK_POLICY_PREFERRED,
     .interleave_bytes = 0,
     .stats = HAK_STATS_OFF,
-    .huge_pages = true,
+    .huge_pages = HAK_HUGE_AUTO,
     .harden = 1,
 };
 
@@ -22,6 +22,7 @@ static const char *const numa_modes[] = {"auto", "off", NULL};
 static const char *const numa_policies[] = {"preferred", "bind", NULL};
 static const char *const harden_levels[] = {"0", "1", "2", NULL};
 static const char *const stats_modes[] = {"0", "1", "json", NULL};
+static const char *const huge_modes[] = {"auto", "0", "1", NULL};
 
 const struct hak_option hak_option_table[] = {
     {"HAKMEM_STATS", HAK_OPT_CHOICE, &hak_options.stats,
@@ -65,12 +66,15 @@ const struct hak_option hak_option_table[] = {
     {"HAKMEM_RING_BYTES", HAK_OPT_BYTES, &hak_options.ring_bytes,
      "bound on the bytes cached per Mid/L25 class and thread at first",
      "bound on the bytes one thread caches per Mid/L25 class at first", NULL},
-    {"HAKMEM_HUGE_PAGES", HAK_OPT_BOOL, &hak_options.huge_pages,
-     "1: huge pages for Mid/L25 chunks past 8 MiB and for written large blocks",
+    {"HAKMEM_HUGE_PAGES", HAK_OPT_CHOICE, &hak_options.huge_pages,
+     "1: huge pages for Mid/L25 chunks past 8 MiB and for written large blocks; auto: not for "
+     "the chunks in a VM whose host takes back freed memory",
      "`1`: once a process has 8 MiB of Mid/L25 chunks, new ones use transparent huge pages, and "
-     "so do new large-block mappings while the large blocks it frees were mostly written; `0`: "
-     "never",
-     NULL},
+     "so do new large-block mappings while the large blocks it frees were mostly written; "
+     "`auto`: the same, but for the chunks in a virtual machine whose balloon reports free "
+     "memory to the host (there a huge page mostly faults in the host too, and a chunk's pages "
+     "go back and come again as its spans are freed and reused); `0`: never",
+     huge_modes},
     {"HAKMEM_NUMA", HAK_OPT_CHOICE, &hak_options.numa, "auto: one backend per node; off: one",
      "`auto`: one backend per NUMA node; `off`: one backend for the machine, nothing bound",
      numa_modes},

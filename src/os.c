@@ -14,6 +14,7 @@
 
 #include "fault.h"
 #include "internal.h"
+#include "print.h"
 #include "stats.h"
 
 void *hak_os_map_aligned(size_t size, size_t align)
@@ -172,6 +173,54 @@ size_t hak_os_read_file(const char *path, char *buf, size_t size)
     }
     close(fd);
     return len;
+}
+
+/* The balloon reports only free blocks of a huge page or more, which the
+ * host then unmaps: the guest's next huge page likely lies in one, and its
+ * first touch faults in the host as well.  Devices are numbered from 0; a few missing numbers in a
+ * row (unplugged ones) end the list. */
+#define VIRTIO_ID_BALLOON "0x0005"
+#define VIRTIO_BALLOON_F_REPORTING 5
+#define VIRTIO_DEVICES_MAX 64
+#define VIRTIO_MISSING_MAX 4
+
+static const char *virtio_path(struct hak_printer *path, const char *root, unsigned device,
+                               const char *file)
+{
+    path->len = 0;
+    hak_print_str(path, root);
+    hak_print_str(path, "/sys/bus/virtio/devices/virtio");
+    hak_print_u64(path, device, 0);
+    hak_print_str(path, file);
+    if (path->len == sizeof(path->buf))
+        path->len--; /* cut: it names no file */
+    path->buf[path->len] = '\0';
+    return path->buf;
+}
+
+bool hak_os_free_memory_reported(const char *root)
+{
+    struct hak_printer path = {.fd = -1};
+    char text[160];
+    unsigned missing = 0;
+    for (unsigned device = 0; device < VIRTIO_DEVICES_MAX && missing < VIRTIO_MISSING_MAX;
+         device++) {
+        size_t len =
+            hak_os_read_file(virtio_path(&path, root, device, "/device"), text, sizeof(text));
+        if (len == 0) {
+            missing++;
+            continue;
+        }
+        missing = 0;
+        if (len < sizeof(VIRTIO_ID_BALLOON) - 1 ||
+            memcmp(text, VIRTIO_ID_BALLOON, sizeof(VIRTIO_ID_BALLOON) - 1))
+            continue;
+        /* One character per feature bit, '0' or '1', bit 0 first. */
+        len = hak_os_read_file(virtio_path(&path, root, device, "/features"), text, sizeof(text));
+        if (len > VIRTIO_BALLOON_F_REPORTING && text[VIRTIO_BALLOON_F_REPORTING] == '1')
+            return true;
+    }
+    return false;
 }
 
 bool hak_os_map_at(void *addr, size_t size)

@@ -20,9 +20,6 @@ static const char *default_text(const struct hak_option *opt, char *buf, size_t 
         return opt->choices[*(const uint32_t *)opt->value];
     case HAK_OPT_PATH:
         return *(const char *)opt->value ? (const char *)opt->value : NULL;
-    case HAK_OPT_BOOL:
-        value = *(const bool *)opt->value;
-        break;
     case HAK_OPT_BYTES:
         value = *(const size_t *)opt->value;
         break;
@@ -132,9 +129,6 @@ static void print_roff(void)
         case HAK_OPT_CHOICE:
             for (unsigned c = 0; opt->choices[c]; c++)
                 printf("%s\\fB%s\\fR", c ? "|" : "", opt->choices[c]);
-            break;
-        case HAK_OPT_BOOL:
-            printf("\\fB0\\fR|\\fB1\\fR");
             break;
         case HAK_OPT_BYTES:
             printf("\\fIsize\\fR");

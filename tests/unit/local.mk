@@ -19,7 +19,8 @@ UNIT_TESTS = \
 	tests/unit/test_cache_growth \
 	tests/unit/test_decommit \
 	tests/unit/test_cpu_move \
-	tests/unit/test_retained
+	tests/unit/test_retained \
+	tests/unit/test_free_memory_reported
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 
@@ -76,3 +77,8 @@ tests_unit_test_retained_SOURCES = tests/unit/test_retained.c tests/unit/unit.h
 tests_unit_test_retained_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_retained_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_retained_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_free_memory_reported_SOURCES = tests/unit/test_free_memory_reported.c tests/unit/unit.h
+tests_unit_test_free_memory_reported_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_free_memory_reported_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_free_memory_reported_LDADD = $(UNIT_LDADD)
