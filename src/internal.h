@@ -246,7 +246,7 @@ struct hak_slab_list {
     struct hak_slab *head;
 };
 
-/* Cache capacities stay below this (room is 32 bits; batches are smaller). */
+/* Cache capacities are at most this (room is 32 bits; batches are smaller). */
 #define HAK_CACHE_LIMIT_MAX 32768u
 
 /* One per thread, made at its first refill; the fast paths never read it:
@@ -290,8 +290,9 @@ struct hak_heap {
 };
 
 /* What the fast paths touch, in TLS: each field lies at a fixed offset from
- * the thread pointer, with no pointer to load first (a heap pointer cost
- * malloc and free a load and an add each).  head[] and room[] of the small
+ * the thread pointer, which the fast paths add to the variable's offset in
+ * a register (hak_my_thread), with no pointer to load from memory first (a
+ * heap pointer cost malloc and free a load and an add each).  head[] and room[] of the small
  * classes take 160 and 80 bytes, a few cache lines (seed 000: a bigger ring
  * in one pool pushed another pool's hot state out of L1 and cost 5%).
  *

@@ -1,8 +1,10 @@
 #include "options.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "os.h"
 #include "print.h"
 
 /* Digits with an optional K/M/G suffix; false on anything else. */
@@ -161,4 +163,28 @@ void hak_options_print_json(struct hak_printer *out)
             hak_print_u64(out, number_value(opt), 0);
     }
     hak_print_str(out, "}");
+}
+
+/* HAKMEM_HUGE_PAGES=auto asks for no huge pages in a VM whose host takes
+ * back the memory the guest frees: there a huge page mostly faults in the
+ * host as well.  l25, whose spans are decommitted and faulted in again as
+ * it frees and reuses them, ran at 53-118 k ops/s with huge pages against
+ * 237-282 k without, mid_large_mt at 0.98-5.0 M against 5.8-6.2 M (4
+ * alternating runs each, 3 s apart, so that the guest had reported the last
+ * run's memory); large_blocks steps=200 after a run of glibc's and one of
+ * jemalloc's, as hakmem-compare runs it, at 1.7 k against 3.7 k (4 runs
+ * each), and within 15% either way in longer runs.  Asked once, by one
+ * thread: another that comes meanwhile gets small pages for that mapping. */
+bool hak_options_huge_pages(void)
+{
+    enum { UNKNOWN, ASKING, YES, NO };
+    static _Atomic int verdict = UNKNOWN;
+    if (hak_options.huge_pages != HAK_HUGE_AUTO)
+        return hak_options.huge_pages == HAK_HUGE_ON;
+    int known = atomic_load_explicit(&verdict, memory_order_relaxed);
+    if (known == UNKNOWN && atomic_compare_exchange_strong(&verdict, &known, ASKING)) {
+        known = hak_os_free_memory_reported("") ? NO : YES;
+        atomic_store_explicit(&verdict, known, memory_order_release);
+    }
+    return known == YES;
 }

@@ -56,6 +56,9 @@ struct hak_printer;
 void hak_options_print(struct hak_printer *out);
 void hak_options_print_json(struct hak_printer *out);
 
+/* Whether to ask for huge pages at all: HAKMEM_HUGE_PAGES, auto resolved. */
+bool hak_options_huge_pages(void);
+
 /* The HotSpanBox budget, the one option mallopt may change while other
  * threads read it. */
 static inline size_t hak_options_hot_bytes(void)

@@ -67,13 +67,12 @@ const struct hak_option hak_option_table[] = {
      "bound on the bytes cached per Mid/L25 class and thread at first",
      "bound on the bytes one thread caches per Mid/L25 class at first", NULL},
     {"HAKMEM_HUGE_PAGES", HAK_OPT_CHOICE, &hak_options.huge_pages,
-     "1: huge pages for Mid/L25 chunks past 8 MiB and for written large blocks; auto: not for "
-     "the chunks in a VM whose host takes back freed memory",
+     "1: huge pages for Mid/L25 chunks past 8 MiB and for written large blocks; auto: as 1, "
+     "but none in a VM whose host takes back freed memory",
      "`1`: once a process has 8 MiB of Mid/L25 chunks, new ones use transparent huge pages, and "
      "so do new large-block mappings while the large blocks it frees were mostly written; "
-     "`auto`: the same, but for the chunks in a virtual machine whose balloon reports free "
-     "memory to the host (there a huge page mostly faults in the host too, and a chunk's pages "
-     "go back and come again as its spans are freed and reused); `0`: never",
+     "`auto`: as `1`, except in a virtual machine whose balloon reports free memory to the host, "
+     "where a huge page mostly faults in the host too: there none; `0`: never",
      huge_modes},
     {"HAKMEM_NUMA", HAK_OPT_CHOICE, &hak_options.numa, "auto: one backend per node; off: one",
      "`auto`: one backend per NUMA node; `off`: one backend for the machine, nothing bound",

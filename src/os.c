@@ -177,8 +177,8 @@ size_t hak_os_read_file(const char *path, char *buf, size_t size)
 
 /* The balloon reports only free blocks of a huge page or more, which the
  * host then unmaps: the guest's next huge page likely lies in one, and its
- * first touch faults in the host as well.  Devices are numbered from 0; a few missing numbers in a
- * row (unplugged ones) end the list. */
+ * first touch faults in the host as well.  Devices are numbered from 0; a
+ * few missing numbers in a row (unplugged ones) end the list. */
 #define VIRTIO_ID_BALLOON "0x0005"
 #define VIRTIO_BALLOON_F_REPORTING 5
 #define VIRTIO_DEVICES_MAX 64
@@ -200,8 +200,9 @@ static const char *virtio_path(struct hak_printer *path, const char *root, unsig
 
 bool hak_os_free_memory_reported(const char *root)
 {
-    struct hak_printer path = {.fd = -1};
-    char text[160];
+    /* Static: this runs inside malloc, on whatever stack the thread has. */
+    static struct hak_printer path = {.fd = -1};
+    static char text[160];
     unsigned missing = 0;
     for (unsigned device = 0; device < VIRTIO_DEVICES_MAX && missing < VIRTIO_MISSING_MAX;
          device++) {

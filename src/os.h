@@ -50,7 +50,8 @@ bool hak_os_allowed_memory_nodes(unsigned long mask[HAK_OS_NODEMASK_WORDS]);
 size_t hak_os_read_file(const char *path, char *buf, size_t size);
 /* Whether the hypervisor takes back the memory this (guest) kernel frees: a
  * virtio balloon that reports free pages, as root/sys/bus/virtio tells
- * (root: "" for the machine's own). */
+ * (root: "" for the machine's own).  One caller at a time: its buffers are
+ * static. */
 bool hak_os_free_memory_reported(const char *root);
 /* Maps [addr, addr + size) where that address space is free (to extend a
  * mapping in place); false when some of it is taken. */

@@ -106,8 +106,7 @@ static void unmap(struct hak_large *large)
  * blocks gets small pages from its first free on. */
 static bool huge(unsigned node)
 {
-    return hak_options.huge_pages != HAK_HUGE_OFF &&
-           __atomic_load_n(&caches[node].written, __ATOMIC_RELAXED);
+    return hak_options_huge_pages() && __atomic_load_n(&caches[node].written, __ATOMIC_RELAXED);
 }
 
 static void advise(void *addr, size_t size, unsigned node)
@@ -142,7 +141,7 @@ static size_t mapped_size(size_t total, unsigned node)
 static void note_written(struct hak_large *large)
 {
     struct large_cache *cache = &caches[large->head.node];
-    if (hak_options.huge_pages == HAK_HUGE_OFF ||
+    if (!hak_options_huge_pages() ||
         __atomic_fetch_add(&cache->frees, 1, __ATOMIC_RELAXED) % WRITTEN_LOOK_EVERY)
         return;
     bool written = hak_os_mostly_resident(hak_large_block(large), large->usable);

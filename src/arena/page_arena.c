@@ -57,30 +57,6 @@ static void bin_remove(struct page_arena *arena, struct hak_slab *span)
     span->kind = HAK_SLAB_INVALID;
 }
 
-/* HAKMEM_HUGE_PAGES=auto leaves chunks small pages in a VM whose host takes
- * back the memory the guest frees (hak_os_free_memory_reported): a chunk's
- * spans are decommitted and faulted in again as the program frees and
- * reuses them, and there each huge page they come back in faults in the
- * host too.  l25 ran at 53-118 k ops/s with huge pages against 237-282 k
- * without, mid_large_mt at 0.98-5.0 M against 5.8-6.2 M (4 alternating
- * runs each, 3 s apart, so that the guest had reported the last run's
- * memory).  Large blocks, which keep their pages while cached, were faster
- * with them there too (4.5-4.8 k against 3.9-4.2 k ops/s), so they keep
- * them.  Asked once. */
-static bool chunks_may_be_huge(void)
-{
-    enum { UNKNOWN, YES, NO };
-    static _Atomic int verdict = UNKNOWN;
-    if (hak_options.huge_pages != HAK_HUGE_AUTO)
-        return hak_options.huge_pages == HAK_HUGE_ON;
-    int known = atomic_load_explicit(&verdict, memory_order_relaxed);
-    if (known == UNKNOWN) {
-        known = hak_os_free_memory_reported("") ? NO : YES;
-        atomic_store_explicit(&verdict, known, memory_order_relaxed);
-    }
-    return known == YES;
-}
-
 /* Huge pages only where the program writes most of the memory it gets: a
  * program that uses a few bytes of each block would have every 2 MiB of
  * them faulted in and zeroed whole, and broken up again by each decommit.
@@ -90,7 +66,7 @@ static bool want_huge_pages(struct page_arena *arena)
 {
     uint64_t chunks =
         atomic_load_explicit(&hak_stat_counters[HAK_STAT_ARENA_CHUNKS], memory_order_relaxed);
-    if (chunks < HUGE_PAGES_AFTER_CHUNKS || !arena->probe || !chunks_may_be_huge() ||
+    if (chunks < HUGE_PAGES_AFTER_CHUNKS || !arena->probe || !hak_options_huge_pages() ||
         arena->chunks_made % PROBE_EVERY == 0)
         return false;
     return hak_os_mostly_resident(arena->probe, HAK_ARENA_CHUNK_SIZE);

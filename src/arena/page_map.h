@@ -80,7 +80,7 @@ static inline struct hak_slab *hak_unit_slab(uintptr_t entry, const void *ptr)
  * the address alone finds the page's slab: free's store into the thread's
  * cache, whose address takes the slab's class, then waits on two loads, not
  * on the two of the page map before them (fixed_size: 130 M pairs/s through
- * the entry, 175 M so).  The entry still tells that hakmem owns the page. */
+ * the entry, 168 M so).  The entry still tells that hakmem owns the page. */
 static inline struct hak_slab *hak_fast_slab(uintptr_t entry, const void *ptr)
 {
     if (HAK_LIKELY(entry & HAK_MAP_SUPERSLAB)) {

@@ -354,7 +354,7 @@ static uint32_t first_batch(uint32_t limit, unsigned cls)
  * of mimalloc's speed when they kept their first sizes, one block for the
  * classes over 256 KiB, which holds none; l25, which writes its blocks
  * whole, peaked 4% higher when they grew as the smaller ones do. */
-#define CACHE_MAX_BLOCKS 32768u
+#define CACHE_MAX_BLOCKS HAK_CACHE_LIMIT_MAX
 #define CACHE_MAX_CLASS_BYTES (2048u << 10)
 #define CACHE_THREAD_BYTES (8192u << 10)
 #define CACHE_MAX_BIG_CLASS_BYTES (4u << 20)

@@ -145,7 +145,7 @@ static void *body(void *arg)
      * machine. */
     hak_options.decay_ms = UINT64_MAX;
     /* Huge pages would make blocks the program never wrote resident. */
-    hak_options.huge_pages = false;
+    hak_options.huge_pages = HAK_HUGE_OFF;
     /* The thread's heap, with every cache at its first size. */
     void *volatile first = malloc(1);
     free(first);

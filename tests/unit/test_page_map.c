@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "arena/page_map.h"
+#include "harden.h"
 #include "unit.h"
 
 #define UNIT HAK_CHUNK_SIZE
@@ -138,9 +139,35 @@ static void test_addresses_never_mapped(void)
     munmap(own, HAK_CHUNK_SIZE);
 }
 
+/* free() finds a page's slab from the unit's entry (hak_fast_slab), a
+ * SuperSlab's from the address alone: on every page of a fast-route chunk,
+ * the slab the chunk's page table gives.  Only a SuperSlab's entry says
+ * HAK_MAP_SUPERSLAB.  False for a chunk on another route. */
+static bool check_fast_slabs(struct hak_chunk_head *chunk)
+{
+    uintptr_t first = hak_page_map_entry(chunk);
+    if ((intptr_t)first <= 0)
+        return false;
+    CHECK(((first & HAK_MAP_SUPERSLAB) != 0) == (chunk->kind == HAK_CHUNK_SUPERSLAB),
+          "a chunk of kind %u has an entry %s HAK_MAP_SUPERSLAB", chunk->kind,
+          first & HAK_MAP_SUPERSLAB ? "with" : "without");
+    for (char *page = (char *)chunk; page < (char *)chunk + chunk->map_size;
+         page += HAK_PAGE_SIZE) {
+        const struct hak_slab *fast = hak_fast_slab(hak_page_map_entry(page), page);
+        if (fast != hak_chunk_slab(chunk, page)) {
+            CHECK(false, "page %zu of a chunk of kind %u: free would find slab %p, not %p",
+                  (size_t)(page - (char *)chunk) / HAK_PAGE_SIZE, chunk->kind, (const void *)fast,
+                  (const void *)hak_chunk_slab(chunk, page));
+            return true;
+        }
+    }
+    return true;
+}
+
 /* What hakmem itself hands out maps to the chunk that holds it. */
 static void test_own_blocks(void)
 {
+    unsigned fast_chunks[HAK_CHUNK_LARGE + 1] = {0};
     static const size_t sizes[] = {8, 100, 1024, 5000, 32768, 200000, 1048576};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         char *block = malloc(sizes[i]);
@@ -154,9 +181,14 @@ static void test_own_blocks(void)
                   (void *)chunk, chunk->map_size);
             CHECK(hak_page_map_lookup(block + sizes[i] - 1) == chunk,
                   "the last byte of malloc(%zu) maps elsewhere", sizes[i]);
+            fast_chunks[chunk->kind] += check_fast_slabs(chunk);
         }
         free(block);
     }
+    if (hak_harden.route == HAK_ROUTE_FAST)
+        CHECK(fast_chunks[HAK_CHUNK_SUPERSLAB] && fast_chunks[HAK_CHUNK_ARENA],
+              "the fast route's slabs were checked in %u SuperSlabs and %u arena chunks",
+              fast_chunks[HAK_CHUNK_SUPERSLAB], fast_chunks[HAK_CHUNK_ARENA]);
 }
 
 int main(void)

@@ -62,8 +62,8 @@ static void check_class(size_t size)
            (unsigned long long)allocs);
 }
 
-/* The small caches of one thread hold 2 MiB of blocks at most. */
-#define THREAD_CACHE_BOUND (2u << 20)
+/* The small caches of one thread hold 8 MiB of blocks at most. */
+#define THREAD_CACHE_BOUND (8u << 20)
 
 static uint64_t small_cache_bytes(void)
 {
@@ -184,7 +184,7 @@ int main(void)
     static const size_t sizes[] = {16, 100, 768, 1024, 3000, 8192, 16384, 32768, 100000};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
         check_class(sizes[i]);
-    /* Bigger than the first caches (64 blocks), within 512 KiB a class. */
+    /* Bigger than the first caches (64 blocks), within 2 MiB a class. */
     check_batches_fit(16, 4000);
     check_batches_fit(64, 3000);
     check_batches_fit(128, 2500);
