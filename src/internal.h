@@ -292,9 +292,10 @@ struct hak_heap {
 /* What the fast paths touch, in TLS: each field lies at a fixed offset from
  * the thread pointer, which the fast paths add to the variable's offset in
  * a register (hak_my_thread), with no pointer to load from memory first (a
- * heap pointer cost malloc and free a load and an add each).  head[] and room[] of the small
- * classes take 160 and 80 bytes, a few cache lines (seed 000: a bigger ring
- * in one pool pushed another pool's hot state out of L1 and cost 5%).
+ * heap pointer cost malloc and free a load and an add each).  head[] and
+ * room[] of the small classes take 160 and 80 bytes, a few cache lines
+ * (seed 000: a bigger ring in one pool pushed another pool's hot state out
+ * of L1 and cost 5%).
  *
  * room: the blocks a class's cache takes before it flushes, which free
  * counts down and tests in one instruction; in its own word, as malloc

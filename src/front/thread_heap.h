@@ -21,7 +21,7 @@ extern __thread struct hak_thread hak_tls __attribute__((tls_model("initial-exec
  * makes of hak_tls.head[cls]): a core forwards free's store of a cache's
  * head to malloc's load of it sooner when both address it from a plain
  * register (fixed_size: 102 M pairs/s through the segment, 130 M through
- * this pointer, on a Xeon of 2024).  The empty asm keeps the compiler from
+ * this pointer, on a Sapphire Rapids Xeon).  The empty asm keeps the compiler from
  * folding the pointer back into segment accesses. */
 static inline struct hak_thread *hak_my_thread(void)
 {
