@@ -75,19 +75,24 @@ static inline struct hak_slab *hak_unit_slab(uintptr_t entry, const void *ptr)
                                                    sizeof(struct hak_slab *));
 }
 
-/* The slab of ptr's page in a fast-route chunk, whose entry is positive.
- * A SuperSlab is one aligned unit with its page table at a fixed place, so
- * the address alone finds the page's slab: free's store into the thread's
- * cache, whose address takes the slab's class, then waits on two loads, not
- * on the two of the page map before them (fixed_size: 130 M pairs/s through
- * the entry, 168 M so).  The entry still tells that hakmem owns the page. */
+/* The slab of ptr's page in the SuperSlab that holds it.  A SuperSlab is
+ * one aligned unit with its page table at a fixed place, so the address
+ * alone finds the page's slab: free's store into the thread's cache, whose
+ * address takes the slab's class, then waits on two loads, not on the two
+ * of the page map before them (fixed_size: 130 M pairs/s through the
+ * entry, 168 M so).  The page map still tells that hakmem owns the page. */
+static inline struct hak_slab *hak_superslab_page_slab(const void *ptr)
+{
+    const struct hak_superslab *ss =
+        (const struct hak_superslab *)((uintptr_t)ptr & ~(HAK_SUPERSLAB_SIZE - 1));
+    return ss->page_slab[((uintptr_t)ptr >> HAK_PAGE_SHIFT) % HAK_SUPERSLAB_PAGES];
+}
+
+/* The slab of ptr's page in a fast-route chunk, whose entry is positive. */
 static inline struct hak_slab *hak_fast_slab(uintptr_t entry, const void *ptr)
 {
-    if (HAK_LIKELY(entry & HAK_MAP_SUPERSLAB)) {
-        const struct hak_superslab *ss =
-            (const struct hak_superslab *)((uintptr_t)ptr & ~(HAK_SUPERSLAB_SIZE - 1));
-        return ss->page_slab[((uintptr_t)ptr >> HAK_PAGE_SHIFT) % HAK_SUPERSLAB_PAGES];
-    }
+    if (HAK_LIKELY(entry & HAK_MAP_SUPERSLAB))
+        return hak_superslab_page_slab(ptr);
     return hak_unit_slab(entry, ptr);
 }
 
