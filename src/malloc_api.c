@@ -109,8 +109,9 @@ static inline void free_routed(struct hak_chunk_head *chunk, void *ptr)
     if (HAK_LIKELY(route == HAK_ROUTE_PLAIN))
         /* As at level 1, a SuperSlab's slab from the address: the kind only
          * steers a branch, and the slab's load waits on no load of chunk. */
-        hak_heap_free_plain(chunk->kind == HAK_CHUNK_SUPERSLAB ? hak_superslab_page_slab(ptr)
-                                                               : hak_chunk_slab(chunk, ptr),
+        hak_heap_free_plain(HAK_LIKELY(chunk->kind == HAK_CHUNK_SUPERSLAB)
+                                ? hak_superslab_page_slab(ptr)
+                                : hak_chunk_slab(chunk, ptr),
                             ptr);
     else if (route == HAK_ROUTE_LARGE)
         hak_large_free((struct hak_large *)chunk, ptr);
