@@ -107,8 +107,9 @@ static inline void free_routed(struct hak_chunk_head *chunk, void *ptr)
 {
     uint32_t route = __atomic_load_n(&chunk->route, __ATOMIC_RELAXED);
     if (HAK_LIKELY(route == HAK_ROUTE_PLAIN))
-        /* As at level 1, a SuperSlab's slab from the address: the kind only
-         * steers a branch, and the slab's load waits on no load of chunk. */
+        /* A SuperSlab's slab from the address, as level 1's free takes it
+         * (there the entry tells the kind): the kind only steers a branch,
+         * and the slab's load waits on no load of chunk. */
         hak_heap_free_plain(HAK_LIKELY(chunk->kind == HAK_CHUNK_SUPERSLAB)
                                 ? hak_superslab_page_slab(ptr)
                                 : hak_chunk_slab(chunk, ptr),
