@@ -4,8 +4,8 @@
  * and with a missing number between them; false with no virtio bus, with a
  * balloon that does not report, with a features string too short to hold
  * the bit, and for a device that is not a balloon but has the bit set.
- * HAKMEM_HUGE_PAGES=auto gives the Mid/L25 chunks small pages where it is
- * true (arena/page_arena.c); the machine's own answer is printed. */
+ * HAKMEM_HUGE_PAGES=auto asks for no huge pages where it is true
+ * (hak_options_huge_pages); the machine's own answer is printed. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,9 +69,10 @@ static const char *make_tree(const struct device *devices, size_t count)
     return root;
 }
 
-/* Bits 1 (statistics), 2 (deflate on OOM) and, in the second, 5. */
-#define NOT_REPORTING "0110000000000000000000000000000100000000000000000000000000000000"
-#define REPORTING "0110010100000000000000000000000100000000000000000000000000000000"
+/* Bits 1 (statistics), 2 (deflate on OOM), 32 (version 1) and, in the
+ * second, 5 (free page reporting). */
+#define NOT_REPORTING "0110000000000000000000000000000010000000000000000000000000000000"
+#define REPORTING "0110010000000000000000000000000010000000000000000000000000000000"
 
 static void check(const char *what, const struct device *devices, size_t count, bool expected)
 {
