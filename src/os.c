@@ -192,10 +192,7 @@ static const char *virtio_path(struct hak_printer *path, const char *root, unsig
     hak_print_str(path, "/sys/bus/virtio/devices/virtio");
     hak_print_u64(path, device, 0);
     hak_print_str(path, file);
-    if (path->len == sizeof(path->buf))
-        path->len--; /* cut: it names no file */
-    path->buf[path->len] = '\0';
-    return path->buf;
+    return hak_print_terminated(path);
 }
 
 bool hak_os_free_memory_reported(const char *root)

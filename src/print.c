@@ -37,6 +37,14 @@ void hak_print_text(struct hak_printer *out, const struct hak_printer *text)
     put(out, text->buf, text->len);
 }
 
+const char *hak_print_terminated(struct hak_printer *text)
+{
+    if (text->len == sizeof(text->buf))
+        text->len--;
+    text->buf[text->len] = '\0';
+    return text->buf;
+}
+
 void hak_print_padded(struct hak_printer *out, const char *s, unsigned width)
 {
     size_t n = strlen(s);

@@ -16,6 +16,9 @@ struct hak_printer {
 void hak_print_str(struct hak_printer *out, const char *s);
 /* What text (a printer with fd < 0) holds. */
 void hak_print_text(struct hak_printer *out, const struct hak_printer *text);
+/* The text of a printer with fd < 0 as a C string, its last byte given up
+ * for the terminator when it is full (a path cut so names no file). */
+const char *hak_print_terminated(struct hak_printer *text);
 /* Right-aligned in width columns (0: no padding). */
 void hak_print_u64(struct hak_printer *out, uint64_t value, unsigned width);
 void hak_print_padded(struct hak_printer *out, const char *s, unsigned width);

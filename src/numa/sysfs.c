@@ -79,10 +79,7 @@ static const char *path_of(const char *root, int node, const char *file)
         hak_print_u64(path, (unsigned)node, 0);
     }
     hak_print_str(path, file);
-    if (path->len == sizeof(path->buf))
-        path->len--; /* cut, like any overlong path: it names no file */
-    path->buf[path->len] = '\0';
-    return path->buf;
+    return hak_print_terminated(path);
 }
 
 static bool in_list(const char *text, size_t len, unsigned value)
