@@ -126,42 +126,36 @@ static void grow_from_quarter_mib(void)
     free(block);
 }
 
+/* The live large blocks a realloc of a block from `from` to `to` bytes
+ * added in mallinfo2, its contents checked. */
+static long large_blocks_added(size_t from, size_t to)
+{
+    char *block = malloc(opaque_size(from));
+    if (block == NULL) {
+        hard_error("malloc(%zu) failed", from);
+    }
+    memset(block, 0x66, from);
+    size_t before = mallinfo2().hblks;
+    char *grown = realloc(block, opaque_size(to));
+    if (grown == NULL) {
+        hard_error("realloc(%zu) failed", to);
+    }
+    size_t after = mallinfo2().hblks;
+    CHECK(grown[from - 1] == 0x66, "realloc from %zu B to %zu B lost the contents", from, to);
+    free(grown);
+    return (long)after - (long)before;
+}
+
 /* A doubling from 50 000 B to 100 000 B makes the block large: one more
- * live large block in mallinfo2; a growth from 70 000 B to 90 000 B does
- * not. */
+ * live large block in mallinfo2; a growth by less than half, from
+ * 70 000 B to 90 000 B, stays in the classes up to 256 KiB. */
 static void double_past_64k(void)
 {
-    char *block = malloc(opaque_size(50000));
-    if (block == NULL) {
-        hard_error("malloc(50000) failed");
-    }
-    memset(block, 0x66, 50000);
-    size_t before = mallinfo2().hblks;
-    char *grown = realloc(block, opaque_size(100000));
-    if (grown == NULL) {
-        hard_error("realloc(100000) failed");
-    }
-    CHECK(grown[49999] == 0x66, "the doubled block lost its contents");
-    size_t after = mallinfo2().hblks;
-    CHECK(after == before + 1,
-          "realloc doubling 50000 B to 100000 B left %zu live large blocks, %zu before", after,
-          before);
-    free(grown);
-
-    /* Growth by less than half stays in the classes up to 256 KiB. */
-    block = malloc(opaque_size(70000));
-    if (block == NULL) {
-        hard_error("malloc(70000) failed");
-    }
-    before = mallinfo2().hblks;
-    grown = realloc(block, opaque_size(90000));
-    if (grown == NULL) {
-        hard_error("realloc(90000) failed");
-    }
-    after = mallinfo2().hblks;
-    CHECK(after == before, "realloc from 70000 B to 90000 B made the block large (%zu, %zu before)",
-          after, before);
-    free(grown);
+    long doubled = large_blocks_added(50000, 100000);
+    CHECK(doubled == 1, "realloc doubling 50000 B to 100000 B added %ld live large blocks",
+          doubled);
+    long grown = large_blocks_added(70000, 90000);
+    CHECK(grown == 0, "realloc from 70000 B to 90000 B made the block large (%ld more)", grown);
 }
 
 static void grow_by_eighths(void)
