@@ -50,6 +50,7 @@
 #define HAK_SLAB_SHIFT 16
 #define HAK_SLAB_SIZE ((size_t)1 << HAK_SLAB_SHIFT)
 #define HAK_SLABS_PER_SUPERSLAB (HAK_SUPERSLAB_SIZE / HAK_SLAB_SIZE)
+#define HAK_SLAB_PAGES (HAK_SLAB_SIZE / HAK_PAGE_SIZE)
 #define HAK_SUPERSLAB_PAGES (HAK_SUPERSLAB_SIZE / HAK_PAGE_SIZE)
 
 #define HAK_ARENA_CHUNK_SIZE (2 * HAK_CHUNK_SIZE)
@@ -192,6 +193,11 @@ struct hak_superslab {
     struct hak_slab *page_slab[HAK_SUPERSLAB_PAGES];
     uint32_t free_slabs; /* bit i: slab i is free */
     uint32_t used_slabs;
+    /* The class of every page's slab, where free finds it from a block's
+     * address alone (hak_superslab_page_class); set with the slab's by
+     * hak_slab_assign.  By page, not by slab: free has the page's number
+     * at hand for page_slab. */
+    uint8_t page_cls[HAK_SUPERSLAB_PAGES];
     struct hak_slab slabs[HAK_SLABS_PER_SUPERSLAB] __attribute__((aligned(HAK_CACHE_LINE)));
 };
 

@@ -106,15 +106,17 @@ HAK_API __attribute__((flatten)) void *hak_malloc(size_t size)
 static inline void free_routed(struct hak_chunk_head *chunk, void *ptr)
 {
     uint32_t route = __atomic_load_n(&chunk->route, __ATOMIC_RELAXED);
-    if (HAK_LIKELY(route == HAK_ROUTE_PLAIN))
-        /* A SuperSlab's slab from the address, as level 1's free takes it
-         * (there the entry tells the kind): the kind only steers a branch,
-         * and the slab's load waits on no load of chunk. */
-        hak_heap_free_plain(HAK_LIKELY(chunk->kind == HAK_CHUNK_SUPERSLAB)
-                                ? hak_superslab_page_slab(ptr)
-                                : hak_chunk_slab(chunk, ptr),
-                            ptr);
-    else if (route == HAK_ROUTE_LARGE)
+    if (HAK_LIKELY(route == HAK_ROUTE_PLAIN)) {
+        /* A SuperSlab's slab and class from the address, as level 1's free
+         * takes them (there the entry tells the kind): the kind only steers
+         * a branch, and the loads wait on no load of chunk. */
+        if (HAK_LIKELY(chunk->kind == HAK_CHUNK_SUPERSLAB)) {
+            hak_heap_free_plain(hak_superslab_page_slab(ptr), hak_superslab_page_class(ptr), ptr);
+        } else {
+            struct hak_slab *slab = hak_chunk_slab(chunk, ptr);
+            hak_heap_free_plain(slab, slab->cls, ptr);
+        }
+    } else if (route == HAK_ROUTE_LARGE)
         hak_large_free((struct hak_large *)chunk, ptr);
     else
         hak_heap_free_checked(hak_chunk_slab(chunk, ptr), ptr);
@@ -141,7 +143,12 @@ HAK_API void hak_free(void *ptr)
             refuse_foreign("free of a pointer hakmem never handed out:", ptr);
         return;
     }
-    hak_heap_free(hak_fast_slab(entry, ptr), ptr);
+    if (HAK_LIKELY(entry & HAK_MAP_SUPERSLAB)) {
+        hak_heap_free(hak_superslab_page_slab(ptr), hak_superslab_page_class(ptr), ptr);
+    } else {
+        struct hak_slab *slab = hak_unit_slab(entry, ptr);
+        hak_heap_free(slab, slab->cls, ptr);
+    }
 }
 
 HAK_API void *hak_calloc(size_t nmemb, size_t size)

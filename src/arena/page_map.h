@@ -89,6 +89,19 @@ static inline struct hak_slab *hak_superslab_page_slab(const void *ptr)
     return ss->page_slab[((uintptr_t)ptr >> HAK_PAGE_SHIFT) % HAK_SUPERSLAB_PAGES];
 }
 
+/* The class of ptr's slab in the SuperSlab that holds it, read beside the
+ * slab rather than from it: free's store into the thread's cache then
+ * waits on one load, not two (fixed_size at level 1: 142-160 M pairs/s
+ * through the slab, 165-183 M so).  A slab takes a class only while it
+ * holds no block, so the two differ only under a free of a block that is
+ * not live, as the slab's other fields may then be torn too. */
+static inline unsigned hak_superslab_page_class(const void *ptr)
+{
+    const struct hak_superslab *ss =
+        (const struct hak_superslab *)((uintptr_t)ptr & ~(HAK_SUPERSLAB_SIZE - 1));
+    return ss->page_cls[((uintptr_t)ptr >> HAK_PAGE_SHIFT) % HAK_SUPERSLAB_PAGES];
+}
+
 /* The slab of ptr's page in a fast-route chunk, whose entry is positive. */
 static inline struct hak_slab *hak_fast_slab(uintptr_t entry, const void *ptr)
 {

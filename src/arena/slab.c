@@ -1,10 +1,12 @@
 #include "slab.h"
 
 #include <immintrin.h>
+#include <string.h>
 
 #include "../block/block_link.h"
 #include "../block/size_class.h"
 #include "../memcheck.h"
+#include "superslab.h"
 
 static inline uintptr_t flag_of(uintptr_t word)
 {
@@ -65,6 +67,9 @@ void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, unsigned cls
     slab->divide_magic = hak_class_divide_magic[cls];
     slab->capacity = (uint32_t)(bytes / size);
     slab->cls = (uint8_t)cls;
+    if (slab->chunk->kind == HAK_CHUNK_SUPERSLAB)
+        memset(&hak_superslab_of(slab)->page_cls[hak_superslab_index(slab) * HAK_SLAB_PAGES],
+               (int)cls, HAK_SLAB_PAGES);
     slab->free_node = slab->node;
     slab->free = NULL;
     slab->used = 0;

@@ -264,7 +264,8 @@ static void check_block(struct hak_slab *slab, void *block)
         hak_fatal_note("free of a pointer inside a block:", block, class_note(note, slab->cls));
 }
 
-void hak_heap_free_invalid(struct hak_slab *slab, void *block)
+/* noipa: so that no caller learns that it never returns (thread_heap.h). */
+__attribute__((noipa)) void hak_heap_free_invalid(struct hak_slab *slab, void *block)
 {
     if (hak_block_tagged_free(block))
         hak_fatal_double_free(block, slab->cls);
@@ -939,9 +940,9 @@ void hak_heap_free_other(struct hak_slab *slab, void *block)
      * each. */
     if (hak_tls.heap == &hak_empty_heap && !heap_gone && serves_blocks(slab) && heap_create()) {
         if (hak_harden.level)
-            hak_heap_free(slab, block);
+            hak_heap_free(slab, slab->cls, block);
         else
-            hak_heap_free_plain(slab, block);
+            hak_heap_free_plain(slab, slab->cls, block);
         return;
     }
     check_block(slab, block);

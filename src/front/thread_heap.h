@@ -42,8 +42,10 @@ void hak_heap_flush_plain(struct hak_slab *slab, unsigned cls);
 /* A free the cache cannot take: another node's block, a thread without a
  * heap yet, or a pointer that is not a live block (checked here). */
 void hak_heap_free_other(struct hak_slab *slab, void *block);
-/* Aborts naming what is wrong with freeing block. */
-void hak_heap_free_invalid(struct hak_slab *slab, void *block) __attribute__((noreturn, cold));
+/* Aborts naming what is wrong with freeing block.  Not declared noreturn:
+ * free then jumps here, and its fast path needs no stack frame of its own
+ * to align the stack for a call (two instructions in every free). */
+void hak_heap_free_invalid(struct hak_slab *slab, void *block) __attribute__((cold));
 /* After the calling thread was re-pinned: when it now runs on another node,
  * its cached blocks go home and its next malloc takes memory here (where
  * glibc did not register rseq, malloc could not tell until a refill). */
@@ -115,16 +117,20 @@ static inline void *hak_heap_alloc(unsigned cls, size_t size)
     return hak_heap_refill(size, cls);
 }
 
-static inline void hak_heap_free(struct hak_slab *slab, void *block)
+/* cls: the slab's, where the caller can know it without a load of the
+ * slab (hak_superslab_page_class): the address of the cache's head then
+ * waits on no load of slab, whose fields only steer the branches. */
+static inline void hak_heap_free(struct hak_slab *slab, unsigned cls, void *block)
 {
     struct hak_thread *self = hak_my_thread();
     if (HAK_UNLIKELY(slab->free_node != self->node)) {
         hak_heap_free_other(slab, block);
         return;
     }
-    unsigned cls = slab->cls;
-    if (HAK_UNLIKELY(!hak_slab_starts_block(slab, block) || hak_block_tagged_free(block)))
+    if (HAK_UNLIKELY(!hak_slab_starts_block(slab, block) || hak_block_tagged_free(block))) {
         hak_heap_free_invalid(slab, block);
+        return;
+    }
     hak_block_tag_free(block);
     hak_link_set(block, self->head[cls]);
     self->head[cls] = block;
@@ -133,14 +139,13 @@ static inline void hak_heap_free(struct hak_slab *slab, void *block)
 }
 
 /* Level 0: the same without the checks, the tag and the encoding. */
-static inline void hak_heap_free_plain(struct hak_slab *slab, void *block)
+static inline void hak_heap_free_plain(struct hak_slab *slab, unsigned cls, void *block)
 {
     struct hak_thread *self = hak_my_thread();
     if (HAK_UNLIKELY(slab->free_node != self->node)) {
         hak_heap_free_other(slab, block);
         return;
     }
-    unsigned cls = slab->cls;
     hak_link_set_plain(block, self->head[cls]);
     self->head[cls] = block;
     if (HAK_UNLIKELY(hak_heap_count_free(self, cls)))

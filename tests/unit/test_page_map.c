@@ -141,7 +141,8 @@ static void test_addresses_never_mapped(void)
 
 /* free() finds a page's slab from the unit's entry (hak_fast_slab), a
  * SuperSlab's from the address alone: on every page of a fast-route chunk,
- * the slab the chunk's page table gives.  Only a SuperSlab's entry says
+ * the slab the chunk's page table gives, and in a SuperSlab the class of
+ * every slab that serves blocks.  Only a SuperSlab's entry says
  * HAK_MAP_SUPERSLAB.  False for a chunk on another route. */
 static bool check_fast_slabs(struct hak_chunk_head *chunk)
 {
@@ -158,6 +159,13 @@ static bool check_fast_slabs(struct hak_chunk_head *chunk)
             CHECK(false, "page %zu of a chunk of kind %u: free would find slab %p, not %p",
                   (size_t)(page - (char *)chunk) / HAK_PAGE_SIZE, chunk->kind, (const void *)fast,
                   (const void *)hak_chunk_slab(chunk, page));
+            return true;
+        }
+        if (chunk->kind == HAK_CHUNK_SUPERSLAB && fast->kind == HAK_SLAB_SMALL &&
+            fast->free_node != HAK_NO_NODE && hak_superslab_page_class(page) != fast->cls) {
+            CHECK(false, "page %zu of a SuperSlab: free would take class %u, its slab's is %u",
+                  (size_t)(page - (char *)chunk) / HAK_PAGE_SIZE, hak_superslab_page_class(page),
+                  fast->cls);
             return true;
         }
     }
