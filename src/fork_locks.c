@@ -10,6 +10,7 @@ struct hak_fork_locks hak_fork_locks __attribute__((aligned(HAK_PAGE_SIZE))) = {
     .heap_registry = LOCK,
     .abandoned = LOCK,
     .meta = LOCK,
+    .superslab_region = LOCK,
     .page_map = LOCK,
     .node = {[0 ... HAK_MAX_NODES - 1] = {LOCK, LOCK, LOCK, LOCK}},
 };

@@ -10,6 +10,7 @@
 #include "arena/page_arena.h"
 #include "arena/page_map.h"
 #include "arena/shared_pool.h"
+#include "arena/superslab.h"
 #include "block/block_link.h"
 #include "front/thread_heap.h"
 #include "fault.h"
@@ -47,12 +48,14 @@ static void fork_prepare(void)
     hak_page_arena_lock_all(hak_fork_locks.nodes);
     hak_large_lock_all(hak_fork_locks.nodes);
     hak_meta_lock();
+    hak_superslab_region_lock();
     hak_page_map_lock();
 }
 
 static void fork_release(void)
 {
     hak_page_map_unlock();
+    hak_superslab_region_unlock();
     hak_meta_unlock();
     hak_large_unlock_all(hak_fork_locks.nodes);
     hak_page_arena_unlock_all(hak_fork_locks.nodes);

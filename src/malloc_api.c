@@ -7,6 +7,7 @@
 #include "arena/large.h"
 #include "arena/node_block.h"
 #include "arena/page_map.h"
+#include "arena/superslab.h"
 #include "fault.h"
 #include "block/size_class.h"
 #include "front/thread_heap.h"
@@ -135,6 +136,10 @@ static __attribute__((noipa, cold)) void refuse_foreign(const char *call, const 
 
 HAK_API void hak_free(void *ptr)
 {
+    if (HAK_LIKELY(hak_superslab_region_holds(ptr))) {
+        hak_heap_free(hak_superslab_page_slab(ptr), hak_superslab_page_class(ptr), ptr);
+        return;
+    }
     uintptr_t entry = hak_page_map_entry(ptr);
     if (HAK_UNLIKELY((intptr_t)entry <= 0)) { /* page_map.h: one test for both */
         if (entry)

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -17,15 +18,14 @@
 #include "print.h"
 #include "stats.h"
 
-void *hak_os_map_aligned(size_t size, size_t align)
+static void *map_aligned(size_t size, size_t align, int prot)
 {
     size_t span = size + align - 4096;
     if (span < size) {
         errno = ENOMEM;
         return NULL;
     }
-    char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    char *raw = mmap(NULL, span, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (raw == MAP_FAILED) {
         errno = ENOMEM;
         return NULL;
@@ -37,8 +37,46 @@ void *hak_os_map_aligned(size_t size, size_t align)
         munmap(raw, head);
     if (tail)
         munmap((char *)start + size, tail);
-    hak_stat_add(HAK_STAT_MAPPED_BYTES, size);
     return (void *)start;
+}
+
+void *hak_os_map_aligned(size_t size, size_t align)
+{
+    void *start = map_aligned(size, align, PROT_READ | PROT_WRITE);
+    if (start)
+        hak_stat_add(HAK_STAT_MAPPED_BYTES, size);
+    return start;
+}
+
+void *hak_os_reserve(size_t size, size_t align)
+{
+    return map_aligned(size, align, PROT_NONE);
+}
+
+bool hak_os_map_reserved(void *addr, size_t size)
+{
+    if (mmap(addr, size, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
+        return false;
+    hak_stat_add(HAK_STAT_MAPPED_BYTES, size);
+    return true;
+}
+
+void hak_os_unreserve(void *addr, size_t size)
+{
+    munmap(addr, size);
+}
+
+bool hak_os_address_space_limited(void)
+{
+    struct rlimit limit;
+    return getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur != RLIM_INFINITY;
+}
+
+size_t hak_os_memory_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES);
+    return pages > 0 ? (size_t)pages * HAK_PAGE_SIZE : 0;
 }
 
 void hak_os_unmap(void *addr, size_t size)

@@ -11,6 +11,18 @@
  * page), or NULL with errno ENOMEM. */
 void *hak_os_map_aligned(size_t size, size_t align);
 void hak_os_unmap(void *addr, size_t size);
+/* Address space alone, aligned to align: no access, no memory, nothing
+ * counted against the commit limit; NULL with errno ENOMEM. */
+void *hak_os_reserve(size_t size, size_t align);
+/* Makes part of a reservation read-write memory, as hak_os_map_aligned's. */
+bool hak_os_map_reserved(void *addr, size_t size);
+/* Gives back part of a reservation never made memory. */
+void hak_os_unreserve(void *addr, size_t size);
+/* Whether the process has an address-space limit (RLIMIT_AS), which a
+ * reservation would eat into. */
+bool hak_os_address_space_limited(void);
+/* The machine's memory, or 0 if the kernel does not tell. */
+size_t hak_os_memory_bytes(void);
 /* Asks for transparent huge pages over the range (before first touch). */
 void hak_os_advise_huge(void *addr, size_t size);
 /* How many of the range's pages are resident, in *resident; false when the

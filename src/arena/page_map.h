@@ -95,7 +95,7 @@ static inline struct hak_slab *hak_superslab_page_slab(const void *ptr)
  * through the slab, 165-183 M so).  A slab takes a class only while it
  * holds no block, so the two differ only under a free of a block that is
  * not live, as the slab's other fields may then be torn too. */
-static inline unsigned hak_superslab_page_class(const void *ptr)
+static inline size_t hak_superslab_page_class(const void *ptr)
 {
     const struct hak_superslab *ss =
         (const struct hak_superslab *)((uintptr_t)ptr & ~(HAK_SUPERSLAB_SIZE - 1));

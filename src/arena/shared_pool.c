@@ -78,9 +78,9 @@ struct hak_slab *hak_shared_pool_take(unsigned node)
 }
 
 /* Under the pool's lock: ss, just emptied, joins the spares; returns how
- * many of the oldest left them for unmap, too old or out of room. */
+ * many of the oldest left them, too old or out of room, to be retired. */
 static unsigned keep_spare(struct shared_pool *pool, struct hak_superslab *ss,
-                           struct hak_superslab *unmap[MAX_SPARES])
+                           struct hak_superslab *leaving[MAX_SPARES])
 {
     uint64_t now = hak_os_now_ms();
     unsigned gone = 0;
@@ -89,7 +89,7 @@ static unsigned keep_spare(struct shared_pool *pool, struct hak_superslab *ss,
     if (gone == 0 && pool->spares == MAX_SPARES)
         gone = 1;
     for (unsigned i = 0; i < gone; i++)
-        unmap[i] = pool->spare[i];
+        leaving[i] = pool->spare[i];
     for (unsigned i = gone; i < pool->spares; i++) {
         pool->spare[i - gone] = pool->spare[i];
         pool->spare_ms[i - gone] = pool->spare_ms[i];
@@ -101,31 +101,8 @@ static unsigned keep_spare(struct shared_pool *pool, struct hak_superslab *ss,
     return gone;
 }
 
-void hak_shared_pool_give(struct hak_slab *slab)
-{
-    struct hak_superslab *ss = hak_superslab_of(slab);
-    struct shared_pool *pool = &pools[ss->head.node];
-    struct hak_superslab *unmap[MAX_SPARES];
-    unsigned unmaps = 0;
-    atomic_store_explicit(&slab->owner, NULL, memory_order_relaxed);
-    slab->free_node = HAK_NO_NODE;
-    slab->state = HAK_STATE_POOL;
-    slab->end = slab->start; /* a stray free into it now fails validation */
-    pthread_mutex_lock(lock_of(pool));
-    if (!ss->free_slabs)
-        link_with_free(pool, ss);
-    ss->free_slabs |= 1u << hak_superslab_index(slab);
-    ss->used_slabs--;
-    if (ss->used_slabs == 0) {
-        unlink_with_free(pool, ss);
-        unmaps = keep_spare(pool, ss, unmap);
-    }
-    pthread_mutex_unlock(lock_of(pool));
-    for (unsigned i = 0; i < unmaps; i++)
-        hak_superslab_destroy(unmap[i]);
-}
-
-/* Under the pool's lock: a slab taken after it could be in use already. */
+/* Under the pool's lock, or on a SuperSlab nobody else sees: a slab
+ * taken after it could be in use already. */
 static size_t decommit_free_slabs(struct hak_superslab *ss)
 {
     size_t bytes = 0;
@@ -141,6 +118,47 @@ static size_t decommit_free_slabs(struct hak_superslab *ss)
     return bytes;
 }
 
+/* A wholly free SuperSlab that leaves the spares: unmapped, or in the
+ * region (superslab.h), which keeps its SuperSlabs, its slabs' pages given
+ * back and itself among those with free slabs, to be taken before a new
+ * one is made.  Returns the bytes given back. */
+static size_t retire(struct shared_pool *pool, struct hak_superslab *ss)
+{
+    if (!hak_superslab_region_holds(ss)) {
+        hak_superslab_destroy(ss);
+        return HAK_SUPERSLAB_SIZE;
+    }
+    size_t bytes = decommit_free_slabs(ss);
+    pthread_mutex_lock(lock_of(pool));
+    link_with_free(pool, ss);
+    pthread_mutex_unlock(lock_of(pool));
+    return bytes;
+}
+
+void hak_shared_pool_give(struct hak_slab *slab)
+{
+    struct hak_superslab *ss = hak_superslab_of(slab);
+    struct shared_pool *pool = &pools[ss->head.node];
+    struct hak_superslab *leaving[MAX_SPARES];
+    unsigned left = 0;
+    atomic_store_explicit(&slab->owner, NULL, memory_order_relaxed);
+    slab->free_node = HAK_NO_NODE;
+    slab->state = HAK_STATE_POOL;
+    slab->end = slab->start; /* a stray free into it now fails validation */
+    pthread_mutex_lock(lock_of(pool));
+    if (!ss->free_slabs)
+        link_with_free(pool, ss);
+    ss->free_slabs |= 1u << hak_superslab_index(slab);
+    ss->used_slabs--;
+    if (ss->used_slabs == 0) {
+        unlink_with_free(pool, ss);
+        left = keep_spare(pool, ss, leaving);
+    }
+    pthread_mutex_unlock(lock_of(pool));
+    for (unsigned i = 0; i < left; i++)
+        retire(pool, leaving[i]);
+}
+
 size_t hak_shared_pool_release(unsigned node)
 {
     struct shared_pool *pool = &pools[node];
@@ -154,10 +172,8 @@ size_t hak_shared_pool_release(unsigned node)
     for (struct hak_superslab *ss = pool->with_free; ss; ss = (struct hak_superslab *)ss->head.next)
         bytes += decommit_free_slabs(ss);
     pthread_mutex_unlock(lock_of(pool));
-    for (unsigned i = 0; i < spares; i++) {
-        hak_superslab_destroy(spare[i]);
-        bytes += HAK_SUPERSLAB_SIZE;
-    }
+    for (unsigned i = 0; i < spares; i++)
+        bytes += retire(pool, spare[i]);
     return bytes;
 }
 

@@ -1,16 +1,17 @@
 #include "superslab.h"
 
+#include "../fork_locks.h"
 #include "../harden.h"
 #include "../numa/binding.h"
 #include "../os.h"
 #include "../stats.h"
 #include "page_map.h"
 
-struct hak_superslab *hak_superslab_create(unsigned node)
+struct hak_superslab_region hak_superslab_region;
+
+/* Makes the fresh memory at ss a SuperSlab of node's, registered. */
+static bool setup(struct hak_superslab *ss, unsigned node)
 {
-    struct hak_superslab *ss = hak_os_map_aligned(HAK_SUPERSLAB_SIZE, HAK_SUPERSLAB_SIZE);
-    if (!ss)
-        return NULL;
     hak_numa_bind(ss, HAK_SUPERSLAB_SIZE, node);
     ss->head.kind = HAK_CHUNK_SUPERSLAB;
     ss->head.node = node;
@@ -35,14 +36,78 @@ struct hak_superslab *hak_superslab_create(unsigned node)
     }
     ss->free_slabs = (uint32_t)(((uint64_t)1 << HAK_SLABS_PER_SUPERSLAB) - 1) &
                      ~(uint32_t)((1u << HAK_SUPERSLAB_HEADER_SLABS) - 1);
-    if (!hak_page_map_set(ss, HAK_SUPERSLAB_SIZE, &ss->head)) {
-        hak_os_unmap(ss, HAK_SUPERSLAB_SIZE);
-        return NULL;
-    }
+    if (!hak_page_map_set(ss, HAK_SUPERSLAB_SIZE, &ss->head))
+        return false;
     hak_stat_pages_out(HAK_PAGES_SSM,
                        (sizeof(struct hak_superslab) + HAK_PAGE_SIZE - 1) / HAK_PAGE_SIZE, 0);
     hak_stat_add(HAK_STAT_SUPERSLABS, 1);
     hak_stat_node_map(node, HAK_SUPERSLAB_SIZE);
+    return true;
+}
+
+/* Bytes reserved from hak_superslab_region.base; written under the lock. */
+static size_t region_size;
+
+/* Under the lock: whether the region has room for a SuperSlab past used
+ * bytes.  It is reserved at the first SuperSlab of the fast route, as big
+ * as the machine's memory.  Under an address-space limit it is not, or, if
+ * the program set the limit since, its unused part goes back: the limit
+ * then holds for SuperSlabs too, and the reservation does not eat into it
+ * (RLIMIT_AS counts reserved address space). */
+static bool region_has_room(size_t used)
+{
+    static bool tried;
+    if (hak_os_address_space_limited()) {
+        if (region_size > used) {
+            hak_os_unreserve((void *)(hak_superslab_region.base + used), region_size - used);
+            region_size = used;
+        }
+        return false;
+    }
+    if (!tried) {
+        tried = true;
+        size_t size = hak_os_memory_bytes() & ~(HAK_SUPERSLAB_SIZE - 1);
+        void *base = size ? hak_os_reserve(size, HAK_SUPERSLAB_SIZE) : NULL;
+        if (base) {
+            hak_superslab_region.base = (uintptr_t)base;
+            region_size = size;
+        }
+    }
+    return region_size - used >= HAK_SUPERSLAB_SIZE;
+}
+
+/* A SuperSlab at the region's end, or NULL when it is full or not there. */
+static struct hak_superslab *create_in_region(unsigned node)
+{
+    if (hak_harden.route != HAK_ROUTE_FAST)
+        return NULL;
+    struct hak_superslab *ss = NULL;
+    hak_superslab_region_lock();
+    size_t used = atomic_load_explicit(&hak_superslab_region.used, memory_order_relaxed);
+    if (region_has_room(used)) {
+        ss = (struct hak_superslab *)(hak_superslab_region.base + used);
+        if (hak_os_map_reserved(ss, HAK_SUPERSLAB_SIZE) && setup(ss, node))
+            atomic_store_explicit(&hak_superslab_region.used, used + HAK_SUPERSLAB_SIZE,
+                                  memory_order_release);
+        else
+            ss = NULL; /* the next one maps the same place again */
+    }
+    hak_superslab_region_unlock();
+    return ss;
+}
+
+struct hak_superslab *hak_superslab_create(unsigned node)
+{
+    struct hak_superslab *ss = create_in_region(node);
+    if (ss)
+        return ss;
+    ss = hak_os_map_aligned(HAK_SUPERSLAB_SIZE, HAK_SUPERSLAB_SIZE);
+    if (!ss)
+        return NULL;
+    if (!setup(ss, node)) {
+        hak_os_unmap(ss, HAK_SUPERSLAB_SIZE);
+        return NULL;
+    }
     return ss;
 }
 
@@ -51,4 +116,14 @@ void hak_superslab_destroy(struct hak_superslab *ss)
     hak_stat_node_map(ss->head.node, -(int64_t)HAK_SUPERSLAB_SIZE);
     hak_page_map_clear(ss, HAK_SUPERSLAB_SIZE);
     hak_os_unmap(ss, HAK_SUPERSLAB_SIZE);
+}
+
+void hak_superslab_region_lock(void)
+{
+    pthread_mutex_lock(&hak_fork_locks.superslab_region.mutex);
+}
+
+void hak_superslab_region_unlock(void)
+{
+    pthread_mutex_unlock(&hak_fork_locks.superslab_region.mutex);
 }

@@ -4,9 +4,36 @@
 
 #include "../internal.h"
 
+/* Where the address space allows, the SuperSlabs of the level-1 fast
+ * route lie side by side in one reserved range, the region, from its base
+ * up to used bytes: then free knows a SuperSlab's block by subtracting and
+ * comparing, with no load that waits on the pointer, where the page map
+ * takes two loads and five tests.  A SuperSlab there is never unmapped:
+ * once empty and past its decay, its slabs' pages go back to the kernel
+ * and it waits for reuse (shared_pool.c), so that every address below used
+ * keeps a SuperSlab's header.  The region is as big as the machine's
+ * memory; SuperSlabs beyond it, and all of them under an address-space
+ * limit or another route, are mapped one by one. */
+struct hak_superslab_region {
+    uintptr_t base;
+    _Atomic size_t used; /* grows only, once a SuperSlab there is registered */
+} __attribute__((aligned(HAK_CACHE_LINE)));
+extern struct hak_superslab_region hak_superslab_region HAK_SHARED;
+
+/* Whether ptr lies in one of the region's SuperSlabs. */
+static inline bool hak_superslab_region_holds(const void *ptr)
+{
+    return (uintptr_t)ptr - hak_superslab_region.base <
+           atomic_load_explicit(&hak_superslab_region.used, memory_order_relaxed);
+}
+
 /* Maps and registers a SuperSlab on node; NULL with errno ENOMEM. */
 struct hak_superslab *hak_superslab_create(unsigned node);
+/* For one outside the region. */
 void hak_superslab_destroy(struct hak_superslab *ss);
+/* Held across fork(). */
+void hak_superslab_region_lock(void);
+void hak_superslab_region_unlock(void);
 
 static inline struct hak_superslab *hak_superslab_of(const struct hak_slab *slab)
 {

@@ -82,7 +82,7 @@ static inline bool hak_slab_starts_block(const struct hak_slab *slab, const void
 }
 
 /* One block more in the cache; true when it is full. */
-static inline bool hak_heap_count_free(struct hak_thread *self, unsigned cls)
+static inline bool hak_heap_count_free(struct hak_thread *self, size_t cls)
 {
     return --self->room[cls] == 0;
 }
@@ -120,7 +120,7 @@ static inline void *hak_heap_alloc(unsigned cls, size_t size)
 /* cls: the slab's, where the caller can know it without a load of the
  * slab (hak_superslab_page_class): the address of the cache's head then
  * waits on no load of slab, whose fields only steer the branches. */
-static inline void hak_heap_free(struct hak_slab *slab, unsigned cls, void *block)
+static inline void hak_heap_free(struct hak_slab *slab, size_t cls, void *block)
 {
     struct hak_thread *self = hak_my_thread();
     if (HAK_UNLIKELY(slab->free_node != self->node)) {

@@ -3,9 +3,12 @@
  * the shared pool decommits the pages its free slabs used (they read as
  * zeros, and count as fresh again), leaves slabs in use alone, and has
  * nothing more to give a second time; SuperSlabs that empty stay mapped, a
- * few of them, for the next slabs.  The large-block gauges that mallinfo
- * reads follow blocks out and back.  A SuperSlab or large block mapped
- * anew first lets go of the HotSpanBox's stale spans. */
+ * few of them, for the next slabs, and the others are unmapped, or in the
+ * SuperSlab region stay mapped with their pages given back, for the slabs
+ * after.  The test runs again under an address-space limit, where there is
+ * no region.  The large-block gauges that mallinfo reads follow blocks out
+ * and back.  A SuperSlab or large block mapped anew first lets go of the
+ * HotSpanBox's stale spans. */
 #include <string.h>
 
 #include "arena/hot_span_box.h"
@@ -13,6 +16,7 @@
 #include "arena/page_arena.h"
 #include "arena/page_map.h"
 #include "arena/shared_pool.h"
+#include "arena/superslab.h"
 #include "options.h"
 #include "stats.h"
 #include "unit.h"
@@ -121,13 +125,15 @@ static void test_shared_pool(void)
 static const void *chunks[SPARES_KEPT + 2];
 static unsigned chunk_count;
 
-/* Takes count SuperSlabs' worth of slabs and gives them all back. */
+/* Takes count SuperSlabs' worth of slabs, writes them, and gives them all
+ * back. */
 static void cycle_superslabs(unsigned count)
 {
     static struct hak_slab *slabs[(SPARES_KEPT + 2) * SLABS_PER_SS];
     chunk_count = 0;
     for (unsigned i = 0; i < count * SLABS_PER_SS; i++) {
         slabs[i] = take_slab();
+        touch(slabs[i], i);
         unsigned c = 0;
         while (c < chunk_count && chunks[c] != slabs[i]->chunk)
             c++;
@@ -146,24 +152,70 @@ static unsigned mapped_chunks(void)
     return mapped;
 }
 
-static void test_spare_superslabs(void)
+/* How many of the last cycle's SuperSlabs lie in the region. */
+static unsigned region_chunks(void)
+{
+    unsigned in_region = 0;
+    for (unsigned c = 0; c < chunk_count; c++)
+        in_region += hak_superslab_region_holds(chunks[c]);
+    return in_region;
+}
+
+/* Whether every slab of the last cycle's SuperSlabs reads as zeros. */
+static bool chunks_decommitted(void)
+{
+    for (unsigned c = 0; c < chunk_count; c++)
+        for (unsigned i = HAK_SUPERSLAB_HEADER_SLABS; i < HAK_SLABS_PER_SUPERSLAB; i++)
+            if (nonzero_offset((const char *)chunks[c] + i * HAK_SLAB_SIZE,
+                               SLAB_TOUCHED * HAK_PAGE_SIZE) != PATTERN_INTACT)
+                return false;
+    return true;
+}
+
+static void test_spare_superslabs(bool region)
 {
     hak_shared_pool_release(0);
     cycle_superslabs(3);
     CHECK(chunk_count == 3 && mapped_chunks() == 3, "%u of %u emptied SuperSlabs stay mapped",
           mapped_chunks(), chunk_count);
+    CHECK(region_chunks() == (region ? chunk_count : 0), "%u of %u SuperSlabs in the region%s",
+          region_chunks(), chunk_count, region ? "" : ", which is not there");
     uint64_t created = counter(HAK_STAT_SUPERSLABS);
     cycle_superslabs(3);
     CHECK(counter(HAK_STAT_SUPERSLABS) == created,
           "%llu SuperSlabs mapped anew for slabs the spares had",
           (unsigned long long)(counter(HAK_STAT_SUPERSLABS) - created));
     cycle_superslabs(SPARES_KEPT + 2);
-    CHECK(chunk_count == SPARES_KEPT + 2 && mapped_chunks() == SPARES_KEPT,
-          "%u of %u emptied SuperSlabs stay mapped, not %u", mapped_chunks(), chunk_count,
-          SPARES_KEPT);
-    CHECK(hak_shared_pool_release(0) >= SPARES_KEPT * HAK_SUPERSLAB_SIZE,
-          "malloc_trim's release did not unmap the spares");
-    CHECK(mapped_chunks() == 0, "spares still mapped after the release");
+    size_t spare_bytes =
+        SPARES_KEPT * (region ? SLABS_PER_SS * SLAB_TOUCHED * HAK_PAGE_SIZE : HAK_SUPERSLAB_SIZE);
+    if (region) {
+        /* The two past the spares gave their pages back as they left, the
+         * spares at the release; the next slabs come from all six before
+         * any SuperSlab is made. */
+        CHECK(chunk_count == SPARES_KEPT + 2 && mapped_chunks() == chunk_count,
+              "%u of %u emptied SuperSlabs in the region stay mapped", mapped_chunks(),
+              chunk_count);
+        created = counter(HAK_STAT_SUPERSLABS);
+        size_t released = hak_shared_pool_release(0);
+        CHECK(released == spare_bytes, "malloc_trim's release gave back %zu bytes, not %zu",
+              released, spare_bytes);
+        CHECK(chunks_decommitted(), "a retired SuperSlab's slabs still hold their pages");
+        cycle_superslabs(SPARES_KEPT + 2);
+        CHECK(counter(HAK_STAT_SUPERSLABS) == created,
+              "%llu SuperSlabs made while retired ones had free slabs",
+              (unsigned long long)(counter(HAK_STAT_SUPERSLABS) - created));
+        CHECK(hak_shared_pool_release(0) == spare_bytes,
+              "malloc_trim's second release gave back other than the spares' pages");
+        CHECK(chunks_decommitted(), "the second cycle's slabs still hold their pages");
+        CHECK(mapped_chunks() == chunk_count, "a SuperSlab in the region was unmapped");
+    } else {
+        CHECK(chunk_count == SPARES_KEPT + 2 && mapped_chunks() == SPARES_KEPT,
+              "%u of %u emptied SuperSlabs stay mapped, not %u", mapped_chunks(), chunk_count,
+              SPARES_KEPT);
+        CHECK(hak_shared_pool_release(0) == spare_bytes,
+              "malloc_trim's release did not unmap the spares");
+        CHECK(mapped_chunks() == 0, "spares still mapped after the release");
+    }
 }
 
 /* A SuperSlab or large block mapped anew first lets go of the node's hot
@@ -190,10 +242,11 @@ static void test_growth_releases_stale_spans(void)
     CHECK(hak_hot_span_retained(0, &count) == 2 * PAGES * HAK_PAGE_SIZE,
           "the box holds %llu spans, not the two put", (unsigned long long)count);
 
-    static struct hak_slab *slabs[SLABS_PER_SS + 1];
+    /* Free slabs of SuperSlabs the region keeps come first. */
+    static struct hak_slab *slabs[(SPARES_KEPT + 3) * SLABS_PER_SS];
     uint64_t created = counter(HAK_STAT_SUPERSLABS);
     unsigned taken = 0;
-    while (counter(HAK_STAT_SUPERSLABS) == created && taken <= SLABS_PER_SS)
+    while (counter(HAK_STAT_SUPERSLABS) == created && taken < sizeof(slabs) / sizeof(slabs[0]))
         slabs[taken++] = take_slab();
     CHECK(counter(HAK_STAT_SUPERSLABS) > created, "%u slabs taken, no SuperSlab mapped", taken);
     count = 0;
@@ -220,13 +273,35 @@ static void test_growth_releases_stale_spans(void)
     hak_options.hot_bytes = hot_bytes;
 }
 
-int main(void)
+/* Once more under an address-space limit, where hakmem reserves no region
+ * (hak_os_reservable_bytes); where one was there already, not again. */
+static void rerun_without_region(char **argv)
 {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur != RLIM_INFINITY)
+        return;
+    limit.rlim_cur = (rlim_t)1 << 40;
+    if (setrlimit(RLIMIT_AS, &limit) != 0)
+        hard_error("setrlimit(RLIMIT_AS): %s", strerror(errno));
+    execv("/proc/self/exe", argv);
+    hard_error("cannot run %s again", argv[0]);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
     unit_watchdog();
     setvbuf(stdout, NULL, _IONBF, 0);
+    struct rlimit limit;
+    bool region = getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur == RLIM_INFINITY;
     test_large_cache();
     test_shared_pool();
-    test_spare_superslabs();
+    test_spare_superslabs(region);
     test_growth_releases_stale_spans();
-    return test_result("test_retained");
+    if (!region)
+        return test_result("test_retained without a region");
+    int result = test_result("test_retained");
+    if (result == EXIT_SUCCESS)
+        rerun_without_region(argv);
+    return result;
 }
