@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "arena/page_map.h"
+#include "arena/superslab.h"
 #include "harden.h"
 #include "unit.h"
 
@@ -136,7 +137,43 @@ static void test_addresses_never_mapped(void)
     CHECK(hak_page_map_lookup(&local) == NULL, "the stack maps to a chunk");
     CHECK(hak_page_map_lookup(&global) == NULL, "static data maps to a chunk");
     CHECK(hak_page_map_lookup(own) == NULL, "a foreign mapping maps to a chunk");
+    /* Nor does free's first test, the SuperSlab region's, take them. */
+    const void *foreign[] = {NULL, (void *)1, &local, &global, own, (void *)UINTPTR_MAX};
+    for (size_t i = 0; i < sizeof(foreign) / sizeof(foreign[0]); i++)
+        CHECK(!hak_superslab_region_holds(foreign[i]), "the region holds foreign address %p",
+              foreign[i]);
     munmap(own, HAK_CHUNK_SIZE);
+}
+
+/* free takes a block at an address the region holds for a SuperSlab's:
+ * every small block is there on the fast route, no Mid or larger one is,
+ * and the region holds nothing past its last SuperSlab. */
+static void test_superslab_region(void)
+{
+    static const size_t sizes[] = {8, 100, 1024, 1025, 5000, 200000, 1048576, 4 << 20};
+    bool fast = hak_harden.route == HAK_ROUTE_FAST;
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        char *block = malloc(sizes[i]);
+        if (!block)
+            hard_error("malloc(%zu) failed", sizes[i]);
+        struct hak_chunk_head *chunk = hak_page_map_lookup(block);
+        bool small = sizes[i] <= HAK_SMALL_MAX;
+        CHECK(hak_superslab_region_holds(block) == (small && fast),
+              "malloc(%zu) = %p %s in the SuperSlab region", sizes[i], (void *)block,
+              hak_superslab_region_holds(block) ? "lies" : "does not lie");
+        CHECK(!hak_superslab_region_holds(block) ||
+                  (chunk && chunk->kind == HAK_CHUNK_SUPERSLAB && (char *)chunk <= block &&
+                   block < (char *)chunk + HAK_SUPERSLAB_SIZE),
+              "the region holds %p, which the page map does not give to a SuperSlab",
+              (void *)block);
+        free(block);
+    }
+    size_t used = atomic_load(&hak_superslab_region.used);
+    if (used) {
+        const char *end = (const char *)hak_superslab_region.base + used;
+        CHECK(hak_superslab_region_holds(end - 1) && !hak_superslab_region_holds(end),
+              "the region's bounds are not its SuperSlabs'");
+    }
 }
 
 /* free() finds a page's slab from the unit's entry (hak_fast_slab), a
@@ -208,5 +245,6 @@ int main(void)
     test_leaf_boundary();
     test_addresses_never_mapped();
     test_own_blocks();
+    test_superslab_region();
     return test_result("test_page_map");
 }
