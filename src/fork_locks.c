@@ -12,5 +12,6 @@ struct hak_fork_locks hak_fork_locks __attribute__((aligned(HAK_PAGE_SIZE))) = {
     .meta = LOCK,
     .superslab_region = LOCK,
     .page_map = LOCK,
+    .os_reservation = LOCK,
     .node = {[0 ... HAK_MAX_NODES - 1] = {LOCK, LOCK, LOCK, LOCK}},
 };

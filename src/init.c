@@ -19,6 +19,7 @@
 #include "internal.h"
 #include "numa/node.h"
 #include "options.h"
+#include "os.h"
 #include "stats.h"
 #include "stats_report.h"
 #include "hakmem.h"
@@ -50,10 +51,12 @@ static void fork_prepare(void)
     hak_meta_lock();
     hak_superslab_region_lock();
     hak_page_map_lock();
+    hak_os_reservation_lock();
 }
 
 static void fork_release(void)
 {
+    hak_os_reservation_unlock();
     hak_page_map_unlock();
     hak_superslab_region_unlock();
     hak_meta_unlock();

@@ -196,8 +196,9 @@ struct hak_superslab {
     /* The class of every page's slab, where free finds it from a block's
      * address alone (hak_superslab_page_class); set with the slab's by
      * hak_slab_assign.  By page, not by slab: free has the page's number
-     * at hand for page_slab. */
-    uint8_t page_cls[HAK_SUPERSLAB_PAGES];
+     * at hand for page_slab.  Apart from the counts above, which the pool
+     * writes at every take and give. */
+    uint8_t page_cls[HAK_SUPERSLAB_PAGES] __attribute__((aligned(HAK_CACHE_LINE)));
     struct hak_slab slabs[HAK_SLABS_PER_SUPERSLAB] __attribute__((aligned(HAK_CACHE_LINE)));
 };
 

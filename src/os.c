@@ -9,11 +9,13 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fault.h"
+#include "fork_locks.h"
 #include "internal.h"
 #include "print.h"
 #include "stats.h"
@@ -40,9 +42,69 @@ static void *map_aligned(size_t size, size_t align, int prot)
     return (void *)start;
 }
 
-void *hak_os_map_aligned(size_t size, size_t align)
+/* The one reservation (hak_os_reserve), and how much of it, from its base,
+ * has been made memory.  Under hak_fork_locks.os_reservation. */
+static struct {
+    char *base;
+    size_t size;
+    size_t mapped;
+} reservation;
+
+static bool address_space_limited(void)
+{
+    struct rlimit limit;
+    return getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur != RLIM_INFINITY;
+}
+
+/* Whether the process's address space exceeds its limit (RLIMIT_AS): one
+ * set since the reservation was made, below what the process had then.
+ * A limit set as what the process has plus some is not: the reservation
+ * was part of what it had, as glibc's arenas are. */
+static bool over_address_space_limit(void)
+{
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY)
+        return false;
+    char statm[64];
+    size_t len = hak_os_read_file("/proc/self/statm", statm, sizeof(statm) - 1);
+    size_t pages = 0;
+    for (size_t i = 0; i < len && statm[i] >= '0' && statm[i] <= '9'; i++)
+        pages = pages * 10 + (size_t)(statm[i] - '0');
+    return pages * HAK_PAGE_SIZE > limit.rlim_cur;
+}
+
+/* Under the lock: over the limit, the reservation's part never made memory
+ * goes back; true if there was one. */
+static bool release_unused_locked(void)
+{
+    if (reservation.size == reservation.mapped || !over_address_space_limit())
+        return false;
+    munmap(reservation.base + reservation.mapped, reservation.size - reservation.mapped);
+    reservation.size = reservation.mapped;
+    return true;
+}
+
+/* A mapping failed: where the reservation keeps the process over its
+ * limit, its unused part goes back, and the caller may try again. */
+static bool release_unused_reservation(void)
+{
+    hak_os_reservation_lock();
+    bool released = release_unused_locked();
+    hak_os_reservation_unlock();
+    return released;
+}
+
+static void *map_memory(size_t size, size_t align)
 {
     void *start = map_aligned(size, align, PROT_READ | PROT_WRITE);
+    if (!start && release_unused_reservation())
+        start = map_aligned(size, align, PROT_READ | PROT_WRITE);
+    return start;
+}
+
+void *hak_os_map_aligned(size_t size, size_t align)
+{
+    void *start = map_memory(size, align);
     if (start)
         hak_stat_add(HAK_STAT_MAPPED_BYTES, size);
     return start;
@@ -50,33 +112,61 @@ void *hak_os_map_aligned(size_t size, size_t align)
 
 void *hak_os_reserve(size_t size, size_t align)
 {
-    return map_aligned(size, align, PROT_NONE);
+    if (address_space_limited())
+        return NULL;
+    hak_os_reservation_lock();
+    char *base = reservation.base ? NULL : map_aligned(size, align, PROT_NONE);
+    if (base) {
+        reservation.base = base;
+        reservation.size = size;
+    }
+    hak_os_reservation_unlock();
+    return base;
 }
 
 bool hak_os_map_reserved(void *addr, size_t size)
 {
-    if (mmap(addr, size, PROT_READ | PROT_WRITE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
-        return false;
-    hak_stat_add(HAK_STAT_MAPPED_BYTES, size);
-    return true;
+    char *start = addr;
+    hak_os_reservation_lock();
+    /* Under a limit the program set since, memory comes from mappings the
+     * kernel counts against it, not from the reservation. */
+    bool limited = address_space_limited();
+    if (limited)
+        release_unused_locked();
+    bool mapped = !limited && start >= reservation.base &&
+                  start + size <= reservation.base + reservation.size &&
+                  mprotect(start, size, PROT_READ | PROT_WRITE) == 0;
+    if (mapped && (size_t)(start + size - reservation.base) > reservation.mapped)
+        reservation.mapped = (size_t)(start + size - reservation.base);
+    hak_os_reservation_unlock();
+    if (mapped)
+        hak_stat_add(HAK_STAT_MAPPED_BYTES, size);
+    return mapped;
 }
 
-void hak_os_unreserve(void *addr, size_t size)
+void hak_os_unmap_reserved(void *addr, size_t size)
 {
-    munmap(addr, size);
+    madvise(addr, size, MADV_DONTNEED);
+    mprotect(addr, size, PROT_NONE);
+    hak_stat_add(HAK_STAT_UNMAPPED_BYTES, size);
 }
 
-bool hak_os_address_space_limited(void)
+void hak_os_reservation_lock(void)
 {
-    struct rlimit limit;
-    return getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur != RLIM_INFINITY;
+    pthread_mutex_lock(&hak_fork_locks.os_reservation.mutex);
+}
+
+void hak_os_reservation_unlock(void)
+{
+    pthread_mutex_unlock(&hak_fork_locks.os_reservation.mutex);
 }
 
 size_t hak_os_memory_bytes(void)
 {
-    long pages = sysconf(_SC_PHYS_PAGES);
-    return pages > 0 ? (size_t)pages * HAK_PAGE_SIZE : 0;
+    struct sysinfo info;
+    if (sysinfo(&info) != 0)
+        return 0;
+    return (size_t)info.totalram * info.mem_unit;
 }
 
 void hak_os_unmap(void *addr, size_t size)

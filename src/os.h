@@ -11,16 +11,24 @@
  * page), or NULL with errno ENOMEM. */
 void *hak_os_map_aligned(size_t size, size_t align);
 void hak_os_unmap(void *addr, size_t size);
-/* Address space alone, aligned to align: no access, no memory, nothing
- * counted against the commit limit; NULL with errno ENOMEM. */
+/* Address space alone, aligned to align, for hak_os_map_reserved to make
+ * memory bit by bit: no access, no memory, nothing counted against the
+ * commit limit.  One per process (the SuperSlab region); NULL where there
+ * is one already, or under an address-space limit (RLIMIT_AS, which counts
+ * reserved address space).  Under a limit the program sets later, none of
+ * it is made memory any more; and where that limit is below what the
+ * process has, its unused part goes back to the kernel at hakmem's next
+ * mapping, so that the reservation does not keep hakmem from mapping. */
 void *hak_os_reserve(size_t size, size_t align);
-/* Makes part of a reservation read-write memory, as hak_os_map_aligned's. */
+/* Makes part of the reservation read-write memory, as hak_os_map_aligned's;
+ * false under an address-space limit, where it is no longer reserved, or
+ * where the kernel refuses. */
 bool hak_os_map_reserved(void *addr, size_t size);
-/* Gives back part of a reservation never made memory. */
-void hak_os_unreserve(void *addr, size_t size);
-/* Whether the process has an address-space limit (RLIMIT_AS), which a
- * reservation would eat into. */
-bool hak_os_address_space_limited(void);
+/* Undoes hak_os_map_reserved: reserved again, with no memory. */
+void hak_os_unmap_reserved(void *addr, size_t size);
+/* Held across fork(). */
+void hak_os_reservation_lock(void);
+void hak_os_reservation_unlock(void);
 /* The machine's memory, or 0 if the kernel does not tell. */
 size_t hak_os_memory_bytes(void);
 /* Asks for transparent huge pages over the range (before first touch). */

@@ -31,11 +31,12 @@ tests_test_topology_shapes_SOURCES = tests/test_topology_shapes.c tests/harness.
 	src/numa/sysfs.c src/numa/sysfs.h \
 	src/numa/topology.c src/numa/topology.h \
 	src/numa/topology_hwloc.c src/numa/topology_hwloc.h \
+	src/fork_locks.c src/fork_locks.h \
 	src/os.c src/os.h src/print.c src/print.h
 tests_test_topology_shapes_CPPFLAGS = $(tests_test_topology_CPPFLAGS)
-tests_test_topology_shapes_CFLAGS = $(AM_CFLAGS)
+tests_test_topology_shapes_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS)
 tests_test_topology_shapes_LDFLAGS = -no-install
-tests_test_topology_shapes_LDADD = -ldl
+tests_test_topology_shapes_LDADD = $(PTHREAD_LIBS) -ldl
 
 # Links only the C library, so that LD_PRELOAD decides its malloc.
 tests_hwloc_probe_SOURCES = tests/hwloc_probe.c

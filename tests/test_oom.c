@@ -159,7 +159,6 @@ static void test_recovery(void)
 int main(void)
 {
     struct rlimit limit;
-    size_t large_count, mid_count, small_count;
 
     test_impossible_sizes();
 
@@ -174,26 +173,6 @@ int main(void)
     free(malloc(300000));
     free(malloc(2 * MiB));
 
-    /* An allocator may hold address space in reserve while the process has
-     * no limit (hakmem's SuperSlab region) and give back what it does not
-     * use once it sees one, at its next mapping (4 MiB of small blocks
-     * takes one): the limit counts from what is in use after that. */
-    getrlimit(RLIMIT_AS, &limit);
-    limit.rlim_cur = vsz_bytes() + LIMIT_HEADROOM;
-    if (setrlimit(RLIMIT_AS, &limit) != 0) {
-        hard_error("setrlimit(RLIMIT_AS) failed: %s", strerror(errno));
-    }
-    struct chain *settle = NULL;
-    for (size_t i = 0; i < (4 * MiB) / 64; i++) {
-        struct chain *block = malloc(64);
-        if (block == NULL) {
-            hard_error("malloc(64) failed %zu MiB under the first limit", LIMIT_HEADROOM / MiB);
-        }
-        block->next = settle;
-        settle = block;
-    }
-    free_chain(settle);
-
     size_t usage = vsz_bytes();
     limit.rlim_cur = limit.rlim_max = usage + LIMIT_HEADROOM;
     if (setrlimit(RLIMIT_AS, &limit) != 0) {
@@ -202,6 +181,7 @@ int main(void)
     printf("address space in use %zu MiB, limit %zu MiB\n", usage / MiB,
            (size_t)limit.rlim_cur / MiB);
 
+    size_t large_count, mid_count, small_count;
     struct chain *large = allocate_until_failure(MiB, 4096, &large_count);
     struct chain *mid = allocate_until_failure(64 * KiB, 65536, &mid_count);
     struct chain *small = allocate_until_failure(64, (size_t)64 << 20, &small_count);

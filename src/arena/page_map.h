@@ -80,8 +80,8 @@ static inline struct hak_slab *hak_unit_slab(uintptr_t entry, const void *ptr)
  * alone finds the page's slab: free's store into the thread's cache, whose
  * address takes the slab's class, then waits on two loads, not on the two
  * of the page map before them (fixed_size at level 1: 130 M pairs/s
- * through the entry, 168 M so).  The page map still tells that hakmem
- * owns the page. */
+ * through the entry, 168 M so).  The caller knows that the SuperSlab is
+ * hakmem's, from the SuperSlab region or the page map. */
 static inline struct hak_slab *hak_superslab_page_slab(const void *ptr)
 {
     const struct hak_superslab *ss =

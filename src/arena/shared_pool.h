@@ -9,10 +9,12 @@
  * ENOMEM. */
 struct hak_slab *hak_shared_pool_take(unsigned node);
 /* An empty slab goes back to its SuperSlab; a SuperSlab that empties stays
- * mapped as one of the node's few spares, for HAKMEM_DECAY_MS at most. */
+ * mapped as one of the node's few spares, for HAKMEM_DECAY_MS at most;
+ * then it is unmapped, or in the SuperSlab region decommitted (superslab.h). */
 void hak_shared_pool_give(struct hak_slab *slab);
-/* malloc_trim: unmaps node's spare SuperSlabs and decommits the pages its
- * free slabs ever handed out; returns the bytes unmapped or decommitted. */
+/* malloc_trim: unmaps node's spare SuperSlabs (decommits those in the
+ * region) and decommits the pages its free slabs ever handed out; returns
+ * the bytes unmapped or decommitted. */
 size_t hak_shared_pool_release(unsigned node);
 
 /* The first nodes nodes' locks, for fork. */

@@ -45,52 +45,46 @@ static bool setup(struct hak_superslab *ss, unsigned node)
     return true;
 }
 
-/* Bytes reserved from hak_superslab_region.base; written under the lock. */
-static size_t region_size;
-
-/* Under the lock: whether the region has room for a SuperSlab past used
- * bytes.  It is reserved at the first SuperSlab of the fast route, as big
- * as the machine's memory.  Under an address-space limit it is not, or, if
- * the program set the limit since, its unused part goes back: the limit
- * then holds for SuperSlabs too, and the reservation does not eat into it
- * (RLIMIT_AS counts reserved address space). */
-static bool region_has_room(size_t used)
+/* The region's reservation, made at the first SuperSlab of the fast route
+ * (under the lock), as big as the machine's memory: false where there is
+ * none. */
+static bool region_reserved(void)
 {
     static bool tried;
-    if (hak_os_address_space_limited()) {
-        if (region_size > used) {
-            hak_os_unreserve((void *)(hak_superslab_region.base + used), region_size - used);
-            region_size = used;
-        }
-        return false;
-    }
     if (!tried) {
         tried = true;
         size_t size = hak_os_memory_bytes() & ~(HAK_SUPERSLAB_SIZE - 1);
         void *base = size ? hak_os_reserve(size, HAK_SUPERSLAB_SIZE) : NULL;
-        if (base) {
-            hak_superslab_region.base = (uintptr_t)base;
-            region_size = size;
-        }
+        if (base)
+            atomic_store_explicit(&hak_superslab_region.base, (uintptr_t)base,
+                                  memory_order_relaxed);
     }
-    return region_size - used >= HAK_SUPERSLAB_SIZE;
+    return atomic_load_explicit(&hak_superslab_region.base, memory_order_relaxed) != 0;
 }
 
-/* A SuperSlab at the region's end, or NULL when it is full or not there. */
+/* A SuperSlab at the region's end, or NULL when the region is full, given
+ * back, or not there. */
 static struct hak_superslab *create_in_region(unsigned node)
 {
     if (hak_harden.route != HAK_ROUTE_FAST)
         return NULL;
     struct hak_superslab *ss = NULL;
     hak_superslab_region_lock();
-    size_t used = atomic_load_explicit(&hak_superslab_region.used, memory_order_relaxed);
-    if (region_has_room(used)) {
-        ss = (struct hak_superslab *)(hak_superslab_region.base + used);
-        if (hak_os_map_reserved(ss, HAK_SUPERSLAB_SIZE) && setup(ss, node))
+    if (region_reserved()) {
+        size_t used = atomic_load_explicit(&hak_superslab_region.used, memory_order_relaxed);
+        ss = (struct hak_superslab *)(atomic_load_explicit(&hak_superslab_region.base,
+                                                           memory_order_relaxed) +
+                                      used);
+        if (!hak_os_map_reserved(ss, HAK_SUPERSLAB_SIZE)) {
+            ss = NULL;
+        } else if (!setup(ss, node)) {
+            hak_os_unmap_reserved(ss, HAK_SUPERSLAB_SIZE);
+            ss = NULL;
+        } else {
+            /* After the head it publishes: free reads used first. */
             atomic_store_explicit(&hak_superslab_region.used, used + HAK_SUPERSLAB_SIZE,
                                   memory_order_release);
-        else
-            ss = NULL; /* the next one maps the same place again */
+        }
     }
     hak_superslab_region_unlock();
     return ss;

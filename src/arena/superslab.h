@@ -9,22 +9,26 @@
  * up to used bytes: then free knows a SuperSlab's block by subtracting and
  * comparing, with no load that waits on the pointer, where the page map
  * takes two loads and five tests.  A SuperSlab there is never unmapped:
- * once empty and past its decay, its slabs' pages go back to the kernel
- * and it waits for reuse (shared_pool.c), so that every address below used
- * keeps a SuperSlab's header.  The region is as big as the machine's
- * memory; SuperSlabs beyond it, and all of them under an address-space
- * limit or another route, are mapped one by one. */
+ * when it leaves the spares (past its decay, crowded out, or at
+ * malloc_trim) its slabs' pages go back to the kernel and it waits for
+ * reuse (shared_pool.c), so that every address below used keeps a
+ * SuperSlab's header.  The region is reserved as big as the machine's
+ * memory (hak_os_reserve, which gives its unused part back when address
+ * space runs out); SuperSlabs beyond it, and all of them under an
+ * address-space limit or on another route, are mapped one by one. */
 struct hak_superslab_region {
-    uintptr_t base;
-    _Atomic size_t used; /* grows only, once a SuperSlab there is registered */
+    _Atomic uintptr_t base; /* set once, before used first grows */
+    _Atomic size_t used;    /* grows only, once a SuperSlab there is registered */
 } __attribute__((aligned(HAK_CACHE_LINE)));
 extern struct hak_superslab_region hak_superslab_region HAK_SHARED;
 
-/* Whether ptr lies in one of the region's SuperSlabs. */
+/* Whether ptr lies in one of the region's SuperSlabs.  used first: where
+ * it is not 0, base is set (acquire, which costs nothing on x86-64). */
 static inline bool hak_superslab_region_holds(const void *ptr)
 {
-    return (uintptr_t)ptr - hak_superslab_region.base <
-           atomic_load_explicit(&hak_superslab_region.used, memory_order_relaxed);
+    size_t used = atomic_load_explicit(&hak_superslab_region.used, memory_order_acquire);
+    uintptr_t base = atomic_load_explicit(&hak_superslab_region.base, memory_order_relaxed);
+    return (uintptr_t)ptr - base < used;
 }
 
 /* Maps and registers a SuperSlab on node; NULL with errno ENOMEM. */

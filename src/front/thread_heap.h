@@ -139,7 +139,7 @@ static inline void hak_heap_free(struct hak_slab *slab, size_t cls, void *block)
 }
 
 /* Level 0: the same without the checks, the tag and the encoding. */
-static inline void hak_heap_free_plain(struct hak_slab *slab, unsigned cls, void *block)
+static inline void hak_heap_free_plain(struct hak_slab *slab, size_t cls, void *block)
 {
     struct hak_thread *self = hak_my_thread();
     if (HAK_UNLIKELY(slab->free_node != self->node)) {

@@ -146,34 +146,43 @@ static void test_addresses_never_mapped(void)
 }
 
 /* free takes a block at an address the region holds for a SuperSlab's:
- * every small block is there on the fast route, no Mid or larger one is,
- * and the region holds nothing past its last SuperSlab. */
+ * where there is a region (the fast route, no address-space limit), every
+ * small block is there, no Mid or larger one is; and every 2 MiB the
+ * region holds starts a SuperSlab of the fast route, as the page map has
+ * it, retired ones included. */
 static void test_superslab_region(void)
 {
     static const size_t sizes[] = {8, 100, 1024, 1025, 5000, 200000, 1048576, 4 << 20};
-    bool fast = hak_harden.route == HAK_ROUTE_FAST;
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         char *block = malloc(sizes[i]);
         if (!block)
             hard_error("malloc(%zu) failed", sizes[i]);
-        struct hak_chunk_head *chunk = hak_page_map_lookup(block);
+        bool region = atomic_load(&hak_superslab_region.base) != 0;
         bool small = sizes[i] <= HAK_SMALL_MAX;
-        CHECK(hak_superslab_region_holds(block) == (small && fast),
+        CHECK(hak_superslab_region_holds(block) == (small && region),
               "malloc(%zu) = %p %s in the SuperSlab region", sizes[i], (void *)block,
               hak_superslab_region_holds(block) ? "lies" : "does not lie");
-        CHECK(!hak_superslab_region_holds(block) ||
-                  (chunk && chunk->kind == HAK_CHUNK_SUPERSLAB && (char *)chunk <= block &&
-                   block < (char *)chunk + HAK_SUPERSLAB_SIZE),
-              "the region holds %p, which the page map does not give to a SuperSlab",
-              (void *)block);
         free(block);
     }
+    CHECK((atomic_load(&hak_superslab_region.base) != 0) == (hak_harden.route == HAK_ROUTE_FAST),
+          "a SuperSlab region %s on route %u", hak_superslab_region.base ? "exists" : "is missing",
+          hak_harden.route);
+    uintptr_t base = atomic_load(&hak_superslab_region.base);
     size_t used = atomic_load(&hak_superslab_region.used);
-    if (used) {
-        const char *end = (const char *)hak_superslab_region.base + used;
-        CHECK(hak_superslab_region_holds(end - 1) && !hak_superslab_region_holds(end),
-              "the region's bounds are not its SuperSlabs'");
+    for (size_t offset = 0; offset < used; offset += HAK_SUPERSLAB_SIZE) {
+        const char *unit = (const char *)base + offset;
+        struct hak_chunk_head *chunk = hak_page_map_lookup(unit);
+        if (!chunk || (const char *)chunk != unit || chunk->kind != HAK_CHUNK_SUPERSLAB ||
+            chunk->route != HAK_ROUTE_FAST) {
+            CHECK(false,
+                  "the region holds %p, which the page map does not give to a SuperSlab "
+                  "of the fast route",
+                  (const void *)unit);
+            break;
+        }
     }
+    CHECK(!used || !hak_superslab_region_holds((const char *)base + used),
+          "the region holds the address past its last SuperSlab");
 }
 
 /* free() finds a page's slab from the unit's entry (hak_fast_slab), a

@@ -18,6 +18,7 @@
 #include "arena/shared_pool.h"
 #include "arena/superslab.h"
 #include "options.h"
+#include "os.h"
 #include "stats.h"
 #include "unit.h"
 
@@ -273,8 +274,53 @@ static void test_growth_releases_stale_spans(void)
     hak_options.hot_bytes = hot_bytes;
 }
 
+static size_t address_space(void)
+{
+    FILE *statm = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (!statm || fscanf(statm, "%lu", &pages) != 1)
+        hard_error("cannot read /proc/self/statm");
+    fclose(statm);
+    return pages * HAK_PAGE_SIZE;
+}
+
+/* A limit the program sets later, below the address space the process has,
+ * the region's reservation included, but above what it has mapped: a large
+ * block, mapped by itself, still fits, as the reservation's unused part goes
+ * back, and the next SuperSlab is a mapping of its own, not the region's. */
+static void test_limit_below_reservation(void)
+{
+    struct rlimit saved;
+    getrlimit(RLIMIT_AS, &saved);
+    size_t unused = hak_os_memory_bytes() - atomic_load(&hak_superslab_region.used);
+    size_t before = address_space();
+    struct rlimit limit = saved;
+    limit.rlim_cur = before - unused / 2;
+    if (setrlimit(RLIMIT_AS, &limit) != 0)
+        hard_error("setrlimit(RLIMIT_AS): %s", strerror(errno));
+    void *large = hak_large_alloc(8 * MiB, HAK_PAGE_SIZE, 0, false);
+    CHECK(large != NULL, "a large block under a limit %zu MiB below the address space",
+          unused / 2 / MiB);
+    CHECK(address_space() < before - unused / 2, "the region's reservation is still there");
+    uint64_t created = counter(HAK_STAT_SUPERSLABS);
+    size_t used = atomic_load(&hak_superslab_region.used);
+    static struct hak_slab *slabs[(SPARES_KEPT + 8) * SLABS_PER_SS];
+    unsigned taken = 0;
+    while (counter(HAK_STAT_SUPERSLABS) == created && taken < sizeof(slabs) / sizeof(slabs[0]))
+        slabs[taken++] = take_slab();
+    CHECK(counter(HAK_STAT_SUPERSLABS) > created && !hak_superslab_region_holds(slabs[taken - 1]),
+          "under the limit a new SuperSlab came from the region");
+    CHECK(atomic_load(&hak_superslab_region.used) == used, "the region grew under the limit");
+    for (unsigned i = 0; i < taken; i++)
+        hak_shared_pool_give(slabs[i]);
+    if (large)
+        large_free(large);
+    hak_large_release_cached(0);
+    setrlimit(RLIMIT_AS, &saved);
+}
+
 /* Once more under an address-space limit, where hakmem reserves no region
- * (hak_os_reservable_bytes); where one was there already, not again. */
+ * (hak_os_reserve); where one was there already, not again. */
 static void rerun_without_region(char **argv)
 {
     struct rlimit limit;
@@ -293,15 +339,18 @@ int main(int argc, char **argv)
     unit_watchdog();
     setvbuf(stdout, NULL, _IONBF, 0);
     struct rlimit limit;
-    bool region = getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur == RLIM_INFINITY;
+    bool limited = getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur != RLIM_INFINITY;
     test_large_cache();
     test_shared_pool();
+    bool region = atomic_load(&hak_superslab_region.base) != 0;
+    CHECK(!limited || !region, "a SuperSlab region reserved under an address-space limit");
     test_spare_superslabs(region);
     test_growth_releases_stale_spans();
     if (!region)
         return test_result("test_retained without a region");
+    test_limit_below_reservation();
     int result = test_result("test_retained");
-    if (result == EXIT_SUCCESS)
+    if (result == EXIT_SUCCESS && !limited)
         rerun_without_region(argv);
     return result;
 }
