@@ -84,9 +84,7 @@ static bool release_unused_locked(void)
     return true;
 }
 
-/* A mapping failed: where the reservation keeps the process over its
- * limit, its unused part goes back, and the caller may try again. */
-static bool release_unused_reservation(void)
+bool hak_os_release_reservation_over_limit(void)
 {
     hak_os_reservation_lock();
     bool released = release_unused_locked();
@@ -97,7 +95,7 @@ static bool release_unused_reservation(void)
 static void *map_memory(size_t size, size_t align)
 {
     void *start = map_aligned(size, align, PROT_READ | PROT_WRITE);
-    if (!start && release_unused_reservation())
+    if (!start && hak_os_release_reservation_over_limit())
         start = map_aligned(size, align, PROT_READ | PROT_WRITE);
     return start;
 }

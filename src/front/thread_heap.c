@@ -448,6 +448,8 @@ static void shrink_idle(struct hak_heap *heap, unsigned cls)
  * per thread, their first sizes besides) kept their blocks as long as the
  * thread lived.  The spans their blocks emptied then age in the node's
  * HotSpanBox, which this look ages too: only puts and takes of spans did.
+ * It also gives back the SuperSlab region's unused reservation where a
+ * limit the program set since keeps the process over it (os.h).
  * A thread that stops allocating altogether keeps its caches until it
  * exits or calls malloc_trim: the fast paths pay for no clock. */
 #define IDLE_LOOK_EVENTS 64
@@ -469,6 +471,7 @@ static void look_for_idle(struct hak_heap *heap, unsigned keep)
         heap->idle_allocs[cls] = allocs;
     }
     hak_hot_span_release_aged(heap->node);
+    hak_os_release_reservation_over_limit();
 }
 
 /* Whether the program writes little of the blocks of cls, a class that is

@@ -284,10 +284,12 @@ static size_t address_space(void)
     return pages * HAK_PAGE_SIZE;
 }
 
-/* A limit the program sets later, below the address space the process has,
- * the region's reservation included, but above what it has mapped: a large
- * block, mapped by itself, still fits, as the reservation's unused part goes
- * back, and the next SuperSlab is a mapping of its own, not the region's. */
+/* A limit the program sets later: one of what the process has plus some
+ * keeps the reservation (it was part of what the process had).  One below
+ * the address space the process has, the region's reservation included,
+ * but above what it has mapped: a large block, mapped by itself, still
+ * fits, as the reservation's unused part goes back, and the next SuperSlab
+ * is a mapping of its own, not the region's. */
 static void test_limit_below_reservation(void)
 {
     struct rlimit saved;
@@ -295,6 +297,11 @@ static void test_limit_below_reservation(void)
     size_t unused = hak_os_memory_bytes() - atomic_load(&hak_superslab_region.used);
     size_t before = address_space();
     struct rlimit limit = saved;
+    limit.rlim_cur = before + 64 * MiB;
+    if (setrlimit(RLIMIT_AS, &limit) != 0)
+        hard_error("setrlimit(RLIMIT_AS): %s", strerror(errno));
+    CHECK(!hak_os_release_reservation_over_limit() && address_space() == before,
+          "a limit above the address space took the reservation back");
     limit.rlim_cur = before - unused / 2;
     if (setrlimit(RLIMIT_AS, &limit) != 0)
         hard_error("setrlimit(RLIMIT_AS): %s", strerror(errno));
@@ -302,6 +309,7 @@ static void test_limit_below_reservation(void)
     CHECK(large != NULL, "a large block under a limit %zu MiB below the address space",
           unused / 2 / MiB);
     CHECK(address_space() < before - unused / 2, "the region's reservation is still there");
+    CHECK(!hak_os_release_reservation_over_limit(), "the reservation went back twice");
     uint64_t created = counter(HAK_STAT_SUPERSLABS);
     size_t used = atomic_load(&hak_superslab_region.used);
     static struct hak_slab *slabs[(SPARES_KEPT + 8) * SLABS_PER_SS];
