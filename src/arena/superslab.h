@@ -13,9 +13,10 @@
  * malloc_trim) its slabs' pages go back to the kernel and it waits for
  * reuse (shared_pool.c), so that every address below used keeps a
  * SuperSlab's header.  The region is reserved as big as the machine's
- * memory (hak_os_reserve, which gives its unused part back when address
- * space runs out); SuperSlabs beyond it, and all of them under an
- * address-space limit or on another route, are mapped one by one. */
+ * memory (hak_os_reserve, which gives its unused part back under a limit
+ * the program sets below what the process has); SuperSlabs beyond it, and
+ * all of them under an address-space limit or on another route, are mapped
+ * one by one. */
 struct hak_superslab_region {
     _Atomic uintptr_t base; /* set once, before used first grows */
     _Atomic size_t used;    /* grows only, once a SuperSlab there is registered */
