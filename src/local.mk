@@ -6,6 +6,7 @@ src_libhakmem_la_SOURCES = \
 	src/glibc_ext.c \
 	src/cxx_operators.c \
 	src/affinity.c \
+	src/rlimit.c \
 	src/init.c \
 	src/fault.c src/fault.h \
 	src/harden.c src/harden.h \

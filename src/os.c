@@ -50,46 +50,50 @@ static struct {
     size_t mapped;
 } reservation;
 
-static bool address_space_limited(void)
+/* Whether the process's address space exceeds limit bytes.  A limit set
+ * below what the process has is a budget for what it uses; one set as what
+ * it has plus some is not exceeded: the reservation was part of what it
+ * had, as glibc's arenas are. */
+static bool over_address_space(uint64_t limit)
 {
-    struct rlimit limit;
-    return getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur != RLIM_INFINITY;
-}
-
-/* Whether the process's address space exceeds its limit (RLIMIT_AS): one
- * set since the reservation was made, below what the process had then.
- * A limit set as what the process has plus some is not: the reservation
- * was part of what it had, as glibc's arenas are. */
-static bool over_address_space_limit(void)
-{
-    struct rlimit limit;
-    if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY)
-        return false;
     char statm[64];
     size_t len = hak_os_read_file("/proc/self/statm", statm, sizeof(statm) - 1);
     size_t pages = 0;
     for (size_t i = 0; i < len && statm[i] >= '0' && statm[i] <= '9'; i++)
         pages = pages * 10 + (size_t)(statm[i] - '0');
-    return pages * HAK_PAGE_SIZE > limit.rlim_cur;
+    return pages * HAK_PAGE_SIZE > limit;
 }
 
-/* Under the lock: over the limit, the reservation's part never made memory
+/* Under the lock: over limit, the reservation's part never made memory
  * goes back; true if there was one. */
-static bool release_unused_locked(void)
+static bool release_unused_locked(uint64_t limit)
 {
-    if (reservation.size == reservation.mapped || !over_address_space_limit())
+    if (reservation.size == reservation.mapped || !over_address_space(limit))
         return false;
     munmap(reservation.base + reservation.mapped, reservation.size - reservation.mapped);
     reservation.size = reservation.mapped;
     return true;
 }
 
-bool hak_os_release_reservation_over_limit(void)
+static uint64_t address_space_limit(void)
 {
+    struct rlimit limit;
+    return getrlimit(RLIMIT_AS, &limit) == 0 ? limit.rlim_cur : RLIM_INFINITY;
+}
+
+bool hak_os_release_reservation_for_limit(uint64_t limit)
+{
+    if (limit == RLIM_INFINITY)
+        return false;
     hak_os_reservation_lock();
-    bool released = release_unused_locked();
+    bool released = release_unused_locked(limit);
     hak_os_reservation_unlock();
     return released;
+}
+
+bool hak_os_release_reservation_over_limit(void)
+{
+    return hak_os_release_reservation_for_limit(address_space_limit());
 }
 
 static void *map_memory(size_t size, size_t align)
@@ -110,7 +114,7 @@ void *hak_os_map_aligned(size_t size, size_t align)
 
 void *hak_os_reserve(size_t size, size_t align)
 {
-    if (address_space_limited())
+    if (address_space_limit() != RLIM_INFINITY)
         return NULL;
     hak_os_reservation_lock();
     char *base = reservation.base ? NULL : map_aligned(size, align, PROT_NONE);
@@ -128,9 +132,10 @@ bool hak_os_map_reserved(void *addr, size_t size)
     hak_os_reservation_lock();
     /* Under a limit the program set since, memory comes from mappings the
      * kernel counts against it, not from the reservation. */
-    bool limited = address_space_limited();
+    uint64_t limit = address_space_limit();
+    bool limited = limit != RLIM_INFINITY;
     if (limited)
-        release_unused_locked();
+        release_unused_locked(limit);
     bool mapped = !limited && start >= reservation.base &&
                   start + size <= reservation.base + reservation.size &&
                   mprotect(start, size, PROT_READ | PROT_WRITE) == 0;

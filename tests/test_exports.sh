@@ -36,7 +36,8 @@ _Znwm _Znam _ZnwmRKSt9nothrow_t _ZnamRKSt9nothrow_t _ZnwmSt11align_val_t _ZnamSt
 _ZnwmSt11align_val_tRKSt9nothrow_t _ZnamSt11align_val_tRKSt9nothrow_t
 _ZdlPv _ZdaPv _ZdlPvm _ZdaPvm _ZdlPvSt11align_val_t _ZdaPvSt11align_val_t
 _ZdlPvmSt11align_val_t _ZdaPvmSt11align_val_t _ZdlPvRKSt9nothrow_t _ZdaPvRKSt9nothrow_t
-_ZdlPvSt11align_val_tRKSt9nothrow_t _ZdaPvSt11align_val_tRKSt9nothrow_t"
+_ZdlPvSt11align_val_tRKSt9nothrow_t _ZdaPvSt11align_val_tRKSt9nothrow_t
+setrlimit setrlimit64 prlimit prlimit64"
 # A NUMA build also wraps the calls that re-pin a thread (src/affinity.c).
 if grep -q '^#define HAKMEM_HAVE_NUMA 1' "$builddir/config.h" 2>/dev/null; then
     standard="$standard sched_setaffinity pthread_setaffinity_np"

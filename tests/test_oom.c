@@ -1,6 +1,9 @@
 /* Out of memory: impossible requests fail with ENOMEM without harm, and under
  * an address-space limit (RLIMIT_AS) every failed allocation is NULL with
- * errno ENOMEM, and allocation works again once memory has been freed.
+ * errno ENOMEM, and allocation works again once memory has been freed.  A
+ * budget the program sets itself below the address space it has, but above
+ * what it uses, lets its own mappings and threads through: address space
+ * the allocator only reserved does not use it up.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -8,7 +11,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 
 #include "harness.h"
 
@@ -156,6 +162,57 @@ static void test_recovery(void)
     }
 }
 
+#define BUDGET ((size_t)1 << 30)
+
+static void *no_work(void *arg)
+{
+    return arg;
+}
+
+/* In a child, which exits 0 when all went through, 1 at the first refusal
+ * (the parent checks): what Python's resource.setrlimit(RLIMIT_AS, ...)
+ * followed by an mmap, a thread and some allocations does. */
+static void budget_child(void)
+{
+    free(malloc(64));
+    struct rlimit limit;
+    getrlimit(RLIMIT_AS, &limit);
+    limit.rlim_cur = BUDGET;
+    if (setrlimit(RLIMIT_AS, &limit) != 0)
+        _exit(1);
+    void *own = mmap(NULL, 64 * MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (own == MAP_FAILED)
+        _exit(1);
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, no_work, NULL) != 0 || pthread_join(thread, NULL) != 0)
+        _exit(1);
+    for (int i = 0; i < 100000; i++)
+        if (malloc(64) == NULL)
+            _exit(1);
+    _exit(0);
+}
+
+static void test_budget_below_address_space(void)
+{
+    size_t before = vsz_bytes();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        hard_error("fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        budget_child();
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) {
+        hard_error("waitpid: %s", strerror(errno));
+    }
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "under a budget of %zu MiB, below the %zu MiB of address space the process had, its "
+          "own mmap, thread or mallocs were refused",
+          BUDGET / MiB, before / MiB);
+}
+
 int main(void)
 {
     struct rlimit limit;
@@ -166,6 +223,8 @@ int main(void)
         printf("under valgrind: the address-space limit part is skipped\n");
         return test_result("test_oom");
     }
+
+    test_budget_below_address_space();
 
     /* Let the allocator set itself up (caches, maps) before the limit. */
     free(malloc(64));
