@@ -58,6 +58,8 @@ static bool over_address_space(uint64_t limit)
 {
     char statm[64];
     size_t len = hak_os_read_file("/proc/self/statm", statm, sizeof(statm) - 1);
+    if (len == 0)
+        return true; /* no /proc: giving back is always safe */
     size_t pages = 0;
     for (size_t i = 0; i < len && statm[i] >= '0' && statm[i] <= '9'; i++)
         pages = pages * 10 + (size_t)(statm[i] - '0');
@@ -81,19 +83,15 @@ static uint64_t address_space_limit(void)
     return getrlimit(RLIMIT_AS, &limit) == 0 ? limit.rlim_cur : RLIM_INFINITY;
 }
 
-bool hak_os_release_reservation_for_limit(uint64_t limit)
+bool hak_os_release_reservation_over_limit(void)
 {
+    uint64_t limit = address_space_limit();
     if (limit == RLIM_INFINITY)
         return false;
     hak_os_reservation_lock();
     bool released = release_unused_locked(limit);
     hak_os_reservation_unlock();
     return released;
-}
-
-bool hak_os_release_reservation_over_limit(void)
-{
-    return hak_os_release_reservation_for_limit(address_space_limit());
 }
 
 static void *map_memory(size_t size, size_t align)

@@ -24,15 +24,14 @@ void *hak_os_reserve(size_t size, size_t align);
  * false under an address-space limit, where it is no longer reserved, or
  * where the kernel refuses. */
 bool hak_os_map_reserved(void *addr, size_t size);
-/* Where the process's address space exceeds limit (bytes; RLIM_INFINITY
- * for none), the reservation's part never made memory goes back; true if
- * it did.  The setrlimit wrappers ask before a new limit takes effect
- * (rlimit.c), so that a limit the program sets below what it has, its
- * budget for what it uses, lets its own mappings through. */
-bool hak_os_release_reservation_for_limit(uint64_t limit);
-/* The same for the limit in force: hakmem's mappings ask when they fail,
- * and the thread heaps now and then (front/thread_heap.c), for a limit set
- * from outside the process (prlimit --pid). */
+/* Where the process's address space exceeds its limit (RLIMIT_AS), one
+ * set since the reservation was made, the reservation's part never made
+ * memory goes back; true if it did.  The setrlimit wrappers ask as soon as
+ * a new limit is in force (rlimit.c), so that a limit the program sets
+ * below what it has, its budget for what it uses, lets its own mappings
+ * through; hakmem's mappings ask when they fail, and the thread heaps now
+ * and then (front/thread_heap.c), for a limit set from outside the
+ * process (prlimit --pid). */
 bool hak_os_release_reservation_over_limit(void);
 /* Undoes hak_os_map_reserved: reserved again, with no memory. */
 void hak_os_unmap_reserved(void *addr, size_t size);
