@@ -103,6 +103,13 @@ HAK_API __attribute__((flatten)) void *hak_malloc(size_t size)
     return alloc(size);
 }
 
+/* Level 1's free of a block in a SuperSlab, whose slab and class the
+ * address gives (page_map.h). */
+static inline void free_superslab_block(void *ptr)
+{
+    hak_heap_free(hak_superslab_page_slab(ptr), hak_superslab_page_class(ptr), ptr);
+}
+
 /* Frees the level-1 path does not take; inline, for level 0's sake. */
 static inline void free_routed(struct hak_chunk_head *chunk, void *ptr)
 {
@@ -137,7 +144,7 @@ static __attribute__((noipa, cold)) void refuse_foreign(const char *call, const 
 HAK_API void hak_free(void *ptr)
 {
     if (HAK_LIKELY(hak_superslab_region_holds(ptr))) {
-        hak_heap_free(hak_superslab_page_slab(ptr), hak_superslab_page_class(ptr), ptr);
+        free_superslab_block(ptr);
         return;
     }
     uintptr_t entry = hak_page_map_entry(ptr);
@@ -149,7 +156,7 @@ HAK_API void hak_free(void *ptr)
         return;
     }
     if (HAK_LIKELY(entry & HAK_MAP_SUPERSLAB)) {
-        hak_heap_free(hak_superslab_page_slab(ptr), hak_superslab_page_class(ptr), ptr);
+        free_superslab_block(ptr);
     } else {
         struct hak_slab *slab = hak_unit_slab(entry, ptr);
         hak_heap_free(slab, slab->cls, ptr);

@@ -16,9 +16,9 @@ void hak_os_unmap(void *addr, size_t size);
  * commit limit.  One per process (the SuperSlab region); NULL where there
  * is one already, or under an address-space limit (RLIMIT_AS, which counts
  * reserved address space).  Under a limit the program sets later, none of
- * it is made memory any more; and where that limit is below what the
- * process has, its unused part goes back to the kernel at hakmem's next
- * mapping, so that the reservation does not keep hakmem from mapping. */
+ * it is made memory any more, and where that limit is below what the
+ * process has, its unused part goes back to the kernel
+ * (hak_os_release_reservation_over_limit). */
 void *hak_os_reserve(size_t size, size_t align);
 /* Makes part of the reservation read-write memory, as hak_os_map_aligned's;
  * false under an address-space limit, where it is no longer reserved, or

@@ -75,6 +75,17 @@ static inline struct hak_slab *hak_unit_slab(uintptr_t entry, const void *ptr)
                                                    sizeof(struct hak_slab *));
 }
 
+/* The SuperSlab that holds ptr, an aligned unit, and ptr's page in it. */
+static inline const struct hak_superslab *hak_superslab_at(const void *ptr)
+{
+    return (const struct hak_superslab *)((uintptr_t)ptr & ~(HAK_SUPERSLAB_SIZE - 1));
+}
+
+static inline size_t hak_superslab_page(const void *ptr)
+{
+    return ((uintptr_t)ptr >> HAK_PAGE_SHIFT) % HAK_SUPERSLAB_PAGES;
+}
+
 /* The slab of ptr's page in the SuperSlab that holds it.  A SuperSlab is
  * one aligned unit with its page table at a fixed place, so the address
  * alone finds the page's slab: free's store into the thread's cache, whose
@@ -84,9 +95,7 @@ static inline struct hak_slab *hak_unit_slab(uintptr_t entry, const void *ptr)
  * hakmem's, from the SuperSlab region or the page map. */
 static inline struct hak_slab *hak_superslab_page_slab(const void *ptr)
 {
-    const struct hak_superslab *ss =
-        (const struct hak_superslab *)((uintptr_t)ptr & ~(HAK_SUPERSLAB_SIZE - 1));
-    return ss->page_slab[((uintptr_t)ptr >> HAK_PAGE_SHIFT) % HAK_SUPERSLAB_PAGES];
+    return hak_superslab_at(ptr)->page_slab[hak_superslab_page(ptr)];
 }
 
 /* The class of ptr's slab in the SuperSlab that holds it, read beside the
@@ -97,9 +106,7 @@ static inline struct hak_slab *hak_superslab_page_slab(const void *ptr)
  * not live, as the slab's other fields may then be torn too. */
 static inline size_t hak_superslab_page_class(const void *ptr)
 {
-    const struct hak_superslab *ss =
-        (const struct hak_superslab *)((uintptr_t)ptr & ~(HAK_SUPERSLAB_SIZE - 1));
-    return ss->page_cls[((uintptr_t)ptr >> HAK_PAGE_SHIFT) % HAK_SUPERSLAB_PAGES];
+    return hak_superslab_at(ptr)->page_cls[hak_superslab_page(ptr)];
 }
 
 /* The slab of ptr's page in a fast-route chunk, whose entry is positive. */
