@@ -4,14 +4,19 @@
  * 12 s against 0.013 s).  So 300,000 one-byte growths move the block about
  * as few times at level 2 as at level 1, and keep its contents; and the
  * canary follows the new size, so that a write one byte past it, after a
- * growth or a shrink in place, is still caught at the free.
+ * growth or a shrink in place, is still caught at the free.  And the check
+ * of a block's canary when its neighbour above is handed out or freed is
+ * not fooled by another thread resizing or freeing that block meanwhile
+ * (it aborted "heap overflow" about once in 20 runs of test_threads).
  *
  * The level is read at start-up: each part runs in a child (this program
  * again, "test_realloc_checked PART", with HAKMEM_HARDEN set).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +76,103 @@ static void overflow_after_resize(size_t size)
     _exit(EXIT_FAILURE);
 }
 
+/* Another thread resizes a block in place, over and over, while its slab's
+ * owner hands out and takes back the block just above it, which checks the
+ * canary of the block below (its neighbour's overflow would land there).
+ * The resizes are the program's own: no abort may name them. */
+#define NEIGHBOUR_ROUNDS 400000
+
+static atomic_int resizer_stop;
+
+static void *resize_forever(void *arg)
+{
+    char *block = arg;
+    for (unsigned round = 0; !atomic_load(&resizer_stop); round++) {
+        size_t size = opaque_size(round % 2 ? 1000 : 520);
+        char *resized = realloc(block, size);
+        if (resized == NULL) {
+            _exit(EXIT_HARD_ERROR);
+        }
+        memset(resized, 7, size);
+        block = resized;
+    }
+    free(block);
+    return NULL;
+}
+
+static void resize_beside_owner(void)
+{
+    /* Two neighbours in a 1 KiB class: the second is the one above. */
+    char *below = malloc(opaque_size(1000));
+    char *above = malloc(opaque_size(1000));
+    if (below == NULL || above == NULL || above - below != 1024) {
+        fprintf(stderr, "blocks %p and %p are not neighbours\n", (void *)below, (void *)above);
+        _exit(EXIT_HARD_ERROR);
+    }
+    pthread_t resizer;
+    if (pthread_create(&resizer, NULL, resize_forever, below) != 0) {
+        _exit(EXIT_HARD_ERROR);
+    }
+    for (unsigned round = 0; round < NEIGHBOUR_ROUNDS; round++) {
+        free(above);
+        above = malloc(opaque_size(1000));
+        if (above == NULL) {
+            _exit(EXIT_HARD_ERROR);
+        }
+    }
+    atomic_store(&resizer_stop, 1);
+    pthread_join(resizer, NULL);
+    free(above);
+    printf("ok\n");
+    fflush(stdout);
+    _exit(EXIT_SUCCESS);
+}
+
+/* Another thread frees the block below, whose canary begins in the words
+ * a free writes (its link and free tag), while the owner keeps checking it. */
+#define FREE_ROUNDS 200000
+
+static char *_Atomic handed_over;
+
+static void *free_handed_over(void *arg)
+{
+    (void)arg;
+    for (unsigned round = 0; round < FREE_ROUNDS; round++) {
+        char *block;
+        while ((block = atomic_load(&handed_over)) == NULL) {
+        }
+        free(block);
+        atomic_store(&handed_over, NULL);
+    }
+    return NULL;
+}
+
+static void free_beside_owner(void)
+{
+    pthread_t freer;
+    if (pthread_create(&freer, NULL, free_handed_over, NULL) != 0) {
+        _exit(EXIT_HARD_ERROR);
+    }
+    for (unsigned round = 0; round < FREE_ROUNDS; round++) {
+        char *below = malloc(opaque_size(3));
+        char *above = malloc(opaque_size(3));
+        if (below == NULL || above == NULL) {
+            _exit(EXIT_HARD_ERROR);
+        }
+        memset(below, 1, 3);
+        atomic_store(&handed_over, below);
+        while (atomic_load(&handed_over) != NULL) {
+            free(above);
+            above = malloc(opaque_size(3));
+        }
+        free(above);
+    }
+    pthread_join(freer, NULL);
+    printf("ok\n");
+    fflush(stdout);
+    _exit(EXIT_SUCCESS);
+}
+
 /* ---- the parent ---- */
 
 /* Runs this program's PART at LEVEL; its stdout and stderr go to out. */
@@ -123,6 +225,16 @@ static void check_overflow(const char *self, const char *part)
           "%s at HAKMEM_HARDEN=2: status 0x%x, output:\n%s", part, status, out);
 }
 
+/* A part where another thread writes into the neighbour below while the
+ * slab's owner checks its canary: it must run clean. */
+static void check_race(const char *self, const char *part)
+{
+    char out[4096];
+    int status = run_part(self, part, "2", out, sizeof(out));
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "%s at HAKMEM_HARDEN=2: status 0x%x, output:\n%s", part, status, out);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2) {
@@ -132,6 +244,10 @@ int main(int argc, char **argv)
             overflow_after_resize(118);
         } else if (!strcmp(argv[1], "overflow_after_shrink")) {
             overflow_after_resize(70);
+        } else if (!strcmp(argv[1], "resize_beside_owner")) {
+            resize_beside_owner();
+        } else if (!strcmp(argv[1], "free_beside_owner")) {
+            free_beside_owner();
         }
         _exit(EXIT_HARD_ERROR);
     }
@@ -156,5 +272,8 @@ int main(int argc, char **argv)
           checked, plain);
     check_overflow(self, "overflow_after_growth");
     check_overflow(self, "overflow_after_shrink");
+
+    check_race(self, "resize_beside_owner");
+    check_race(self, "free_beside_owner");
     return test_result("test_realloc_checked");
 }

@@ -58,15 +58,22 @@ static void write_record(void *block, size_t record, size_t size)
     hak_memcheck_noaccess((char *)block + record, sizeof(word));
 }
 
-/* The size the record holds, which must be one that fits before it. */
-static size_t read_record(const void *block, size_t record, const char *note)
+/* The size the record holds, or SIZE_MAX when it is not a record of a size
+ * that fits before it. */
+static size_t decode_record(const void *block, size_t record)
 {
     uint64_t word;
     hak_memcheck_defined((const char *)block + record, sizeof(word));
     memcpy(&word, (const char *)block + record, sizeof(word));
     hak_memcheck_noaccess((const char *)block + record, sizeof(word));
     size_t size = (size_t)((word >> 8) ^ (hak_link_keys.canary & (UINT64_MAX >> 8)));
-    if ((uint8_t)word != fill_byte() || size > record)
+    return (uint8_t)word == fill_byte() && size <= record ? size : SIZE_MAX;
+}
+
+static size_t read_record(const void *block, size_t record, const char *note)
+{
+    size_t size = decode_record(block, record);
+    if (size == SIZE_MAX)
         overflow(block, note);
     return size;
 }
@@ -84,6 +91,13 @@ size_t hak_canary_check(const void *block, size_t block_size, const char *note)
     size_t size = read_record(block, record, note);
     hak_canary_verify(block, size, record, note);
     return size;
+}
+
+bool hak_canary_intact(const void *block, size_t block_size)
+{
+    size_t record = block_size - HAK_CANARY_BYTES;
+    size_t size = decode_record(block, record);
+    return size != SIZE_MAX && filled((const char *)block + size, (const char *)block + record);
 }
 
 size_t hak_canary_resize(void *block, size_t block_size, size_t size, const char *note)

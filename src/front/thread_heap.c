@@ -697,8 +697,12 @@ static uint32_t take_whole_list(struct hak_heap *heap, unsigned cls, uint32_t le
 /* Checked mode: the live block just below block in its slab must have its
  * canary intact, for a write just under block lands in that canary, as
  * does an overflow of the neighbour, which may never be freed.  Only the
- * slab's owner hands out blocks and so writes canaries: another thread
- * could see one half written.  Memcheck sees such writes itself. */
+ * slab's owner hands out blocks and resizes them in place, and so writes
+ * canaries: another thread could see one half written.  Another thread
+ * may free below meanwhile, though, and a free's link and tag overwrite
+ * the canary of a block asked for less than 16 bytes; its first write is
+ * the tag (hak_heap_free_checked), so a broken canary is read again after
+ * the tag is.  Memcheck sees such writes itself. */
 static void check_below(struct hak_heap *heap, struct hak_slab *slab, char *block)
 {
     char note[16];
@@ -706,6 +710,9 @@ static void check_below(struct hak_heap *heap, struct hak_slab *slab, char *bloc
         atomic_load_explicit(&slab->owner, memory_order_relaxed) != heap)
         return;
     char *below = block - slab->block_size;
+    if (hak_block_tagged_free(below) || hak_canary_intact(below, slab->block_size))
+        return;
+    atomic_thread_fence(memory_order_acquire);
     if (!hak_block_tagged_free(below))
         hak_canary_check(below, slab->block_size, class_note(note, slab->cls));
 }
@@ -987,6 +994,8 @@ void hak_heap_free_checked(struct hak_slab *slab, void *block)
     check_below(heap, slab, block);
     hak_memcheck_defined(block, 2 * sizeof(void *));
     hak_block_tag_free(block);
+    /* The tag before the link, for the owner's check_below. */
+    atomic_thread_fence(memory_order_release);
     hak_memcheck_noaccess(block, bytes);
     if (quarantine_pages(slab))
         hak_os_guard((char *)block + HAK_PAGE_SIZE, bytes - HAK_PAGE_SIZE);
@@ -1012,6 +1021,12 @@ bool hak_heap_resize_checked(struct hak_slab *slab, void *block, size_t size)
         hak_fatal_note("realloc of a freed block:", block, class_note(note, slab->cls));
     size_t bytes = slab->block_size, need = size + HAK_CANARY_BYTES;
     if (need > bytes || need <= bytes / 2)
+        return false;
+    /* The owner reads the canary of the block below each one it hands out
+     * or takes back (check_below), which another thread's rewrite would
+     * show half done: such a thread moves the block instead, to a slab of
+     * its own, where the next resize stays in place. */
+    if (atomic_load_explicit(&slab->owner, memory_order_relaxed) != hak_tls.heap)
         return false;
     size_t old = hak_canary_resize(block, bytes, size, class_note(note, slab->cls));
     hak_memcheck_resized(block, old, size);

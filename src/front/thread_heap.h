@@ -56,7 +56,7 @@ void hak_heap_free_checked(struct hak_slab *slab, void *block);
 size_t hak_heap_requested_size(struct hak_slab *slab, void *block);
 /* Checked mode: the block takes size bytes in place, its canary after them,
  * when they and the canary's record fill more than half of it (as level 1
- * keeps a block); false if they do not. */
+ * keeps a block) and the calling thread owns its slab; false if not. */
 bool hak_heap_resize_checked(struct hak_slab *slab, void *block, size_t size);
 /* malloc_trim: the calling thread's cached blocks go back to their slabs,
  * and its slabs left empty to their backends, with the empty slabs of
