@@ -166,15 +166,29 @@ void hak_options_print_json(struct hak_printer *out)
 }
 
 /* HAKMEM_HUGE_PAGES=auto asks for no huge pages in a VM whose host takes
- * back the memory the guest frees: there a huge page mostly faults in the
- * host as well.  l25, whose spans are decommitted and faulted in again as
- * it frees and reuses them, ran at 53-118 k ops/s with huge pages against
- * 237-282 k without, mid_large_mt at 0.98-5.0 M against 5.8-6.2 M (4
- * alternating runs each, 3 s apart, so that the guest had reported the last
- * run's memory); large_blocks steps=200 after a run of glibc's and one of
- * jemalloc's, as hakmem-compare runs it, at 1.7 k against 3.7 k (4 runs
- * each), and within 15% either way in longer runs.  Asked once, by one
- * thread: another that comes meanwhile gets small pages for that mapping. */
+ * back the memory the guest frees, where a huge page mostly faults in the
+ * host as well, unless small pages fault slowly there too.  In one such VM,
+ * whose small-page faults took about 1.5 us (glibc ran the fault-bound
+ * benchmarks a sixth as long as in the next one), l25, whose spans are
+ * decommitted and faulted in again as it frees and reuses them, ran at
+ * 53-118 k ops/s with huge pages against 237-282 k without, mid_large_mt
+ * at 0.98-5.0 M against 5.8-6.2 M, large_blocks steps=200 (after a run of
+ * glibc's and one of jemalloc's, as hakmem-compare runs it) at 1.7 k
+ * against 3.7 k.  In another, which shadows the guest's page tables, a
+ * small page's fault took 10 us, a huge page's given back to the host 3 ms
+ * (6 us for each small page in it) and 0.1 ms when it was not: there huge
+ * pages ran large_blocks 10 times as fast, mid_large_mt 1.9 and l25 1.4
+ * times (3 alternating runs each, hakmem-compare). */
+#define SLOW_SMALL_FAULT_NS 4000
+
+bool hak_options_huge_pages_auto(bool free_memory_reported, uint64_t small_page_fault_ns)
+{
+    return !free_memory_reported || small_page_fault_ns >= SLOW_SMALL_FAULT_NS;
+}
+
+/* Asked once, by one thread: another that comes meanwhile gets small pages
+ * for that mapping.  Small pages are timed only where the answer hangs on
+ * them. */
 bool hak_options_huge_pages(void)
 {
     enum { UNKNOWN, ASKING, YES, NO };
@@ -183,7 +197,10 @@ bool hak_options_huge_pages(void)
         return hak_options.huge_pages == HAK_HUGE_ON;
     int known = atomic_load_explicit(&verdict, memory_order_relaxed);
     if (known == UNKNOWN && atomic_compare_exchange_strong(&verdict, &known, ASKING)) {
-        known = hak_os_free_memory_reported("") ? NO : YES;
+        bool reported = hak_os_free_memory_reported("");
+        known = hak_options_huge_pages_auto(reported, reported ? hak_os_small_page_fault_ns() : 0)
+                    ? YES
+                    : NO;
         atomic_store_explicit(&verdict, known, memory_order_release);
     }
     return known == YES;

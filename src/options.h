@@ -58,6 +58,9 @@ void hak_options_print_json(struct hak_printer *out);
 
 /* Whether to ask for huge pages at all: HAKMEM_HUGE_PAGES, auto resolved. */
 bool hak_options_huge_pages(void);
+/* auto's answer, given whether the host takes back the memory this guest
+ * frees and what a small page's fault costs (hak_os_small_page_fault_ns). */
+bool hak_options_huge_pages_auto(bool free_memory_reported, uint64_t small_page_fault_ns);
 
 /* The HotSpanBox budget, the one option mallopt may change while other
  * threads read it. */

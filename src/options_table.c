@@ -68,11 +68,13 @@ const struct hak_option hak_option_table[] = {
      "bound on the bytes one thread caches per Mid/L25 class at first", NULL},
     {"HAKMEM_HUGE_PAGES", HAK_OPT_CHOICE, &hak_options.huge_pages,
      "1: huge pages for Mid/L25 chunks past 8 MiB and for written large blocks; auto: as 1, "
-     "but none in a VM whose host takes back freed memory",
+     "but none in a VM whose host takes back freed memory, unless small pages fault slowly there",
      "`1`: once a process has 8 MiB of Mid/L25 chunks, new ones use transparent huge pages, and "
      "so do new large-block mappings while the large blocks it frees were mostly written; "
      "`auto`: as `1`, except in a virtual machine whose balloon reports free memory to the host, "
-     "where a huge page mostly faults in the host too: there none; `0`: never",
+     "where a huge page mostly faults in the host too: there none, unless a small page's fault "
+     "takes 4 us or more (timed once, on 8 pages), as where the hypervisor shadows the guest's "
+     "page tables; `0`: never",
      huge_modes},
     {"HAKMEM_NUMA", HAK_OPT_CHOICE, &hak_options.numa, "auto: one backend per node; off: one",
      "`auto`: one backend per NUMA node; `off`: one backend for the machine, nothing bound",

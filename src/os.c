@@ -181,6 +181,37 @@ void hak_os_advise_huge(void *addr, size_t size)
     madvise(addr, size, MADV_HUGEPAGE);
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+/* The least of a few: one write may wait for an interrupt or another task,
+ * never run faster than a fault does. */
+#define FAULT_PROBE_PAGES 8
+
+uint64_t hak_os_small_page_fault_ns(void)
+{
+    size_t size = FAULT_PROBE_PAGES * HAK_PAGE_SIZE;
+    char *probe = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (probe == MAP_FAILED)
+        return 0;
+    /* Nor merged into a neighbour that huge pages could back. */
+    madvise(probe, size, MADV_NOHUGEPAGE);
+    uint64_t least = UINT64_MAX;
+    for (size_t page = 0; page < FAULT_PROBE_PAGES; page++) {
+        uint64_t start = now_ns();
+        *(volatile char *)(probe + page * HAK_PAGE_SIZE) = 1;
+        uint64_t took = now_ns() - start;
+        if (took < least)
+            least = took;
+    }
+    munmap(probe, size);
+    return least;
+}
+
 bool hak_os_resident_pages(void *addr, size_t size, size_t *resident)
 {
     unsigned char vec[1024];
