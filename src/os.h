@@ -84,7 +84,8 @@ size_t hak_os_read_file(const char *path, char *buf, size_t size);
 bool hak_os_free_memory_reported(const char *root);
 /* What the first write to a fresh small page costs here, in ns (a few
  * timed, the least kept): about 1 us on hardware, 10 us in a VM that
- * shadows the guest's page tables.  0 when no page could be mapped. */
+ * shadows the guest's page tables.  0 when no page could be mapped, and
+ * where the clock is too coarse to tell. */
 uint64_t hak_os_small_page_fault_ns(void);
 /* Maps [addr, addr + size) where that address space is free (to extend a
  * mapping in place); false when some of it is taken. */
@@ -120,6 +121,7 @@ unsigned hak_os_pid(void);
 void hak_os_yield(void);
 /* Precise, for timing rare events. */
 uint64_t hak_os_now_us(void);
+uint64_t hak_os_now_ns(void);
 void hak_os_write(int fd, const char *buf, size_t len);
 
 #endif

@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -76,10 +77,13 @@ static void overflow_after_resize(size_t size)
     _exit(EXIT_FAILURE);
 }
 
-/* Another thread resizes a block in place, over and over, while its slab's
- * owner hands out and takes back the block just above it, which checks the
+/* Another thread resizes a block, over and over, while its slab's owner
+ * hands out and takes back the block just above it, which checks the
  * canary of the block below (its neighbour's overflow would land there).
- * The resizes are the program's own: no abort may name them. */
+ * The resizes are the program's own: no abort may name them.  (The first
+ * resize moves the block to the resizing thread's own slab; before it did,
+ * they all stayed in place and the owner read their canaries half
+ * rewritten.) */
 #define NEIGHBOUR_ROUNDS 400000
 
 static atomic_int resizer_stop;
@@ -129,7 +133,8 @@ static void resize_beside_owner(void)
 }
 
 /* Another thread frees the block below, whose canary begins in the words
- * a free writes (its link and free tag), while the owner keeps checking it. */
+ * a free writes (its link and free tag), while the owner keeps checking it.
+ * The waits yield, so that one CPU runs it too. */
 #define FREE_ROUNDS 200000
 
 static char *_Atomic handed_over;
@@ -140,6 +145,7 @@ static void *free_handed_over(void *arg)
     for (unsigned round = 0; round < FREE_ROUNDS; round++) {
         char *block;
         while ((block = atomic_load(&handed_over)) == NULL) {
+            sched_yield();
         }
         free(block);
         atomic_store(&handed_over, NULL);
@@ -153,21 +159,29 @@ static void free_beside_owner(void)
     if (pthread_create(&freer, NULL, free_handed_over, NULL) != 0) {
         _exit(EXIT_HARD_ERROR);
     }
+    unsigned neighbours = 0;
     for (unsigned round = 0; round < FREE_ROUNDS; round++) {
         char *below = malloc(opaque_size(3));
         char *above = malloc(opaque_size(3));
         if (below == NULL || above == NULL) {
             _exit(EXIT_HARD_ERROR);
         }
+        neighbours += above - below == 16;
         memset(below, 1, 3);
         atomic_store(&handed_over, below);
         while (atomic_load(&handed_over) != NULL) {
             free(above);
             above = malloc(opaque_size(3));
+            sched_yield();
         }
         free(above);
     }
     pthread_join(freer, NULL);
+    /* Most rounds: the slab's blocks come back in the order they went. */
+    if (neighbours < FREE_ROUNDS / 2) {
+        fprintf(stderr, "only %u of %u rounds had neighbours\n", neighbours, FREE_ROUNDS);
+        _exit(EXIT_HARD_ERROR);
+    }
     printf("ok\n");
     fflush(stdout);
     _exit(EXIT_SUCCESS);

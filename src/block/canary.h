@@ -16,7 +16,8 @@ void hak_canary_set(void *block, size_t block_size, size_t size);
 /* The size hak_canary_set recorded; aborts with "heap overflow past block
  * ADDR (note)" when anything past it changed. */
 size_t hak_canary_check(const void *block, size_t block_size, const char *note);
-/* The same test, answered: for a block another thread may be freeing. */
+/* The same test, false instead of an abort: for a block another thread
+ * may be freeing. */
 bool hak_canary_intact(const void *block, size_t block_size);
 
 /* The block takes size bytes (size + HAK_CANARY_BYTES <= block_size) and
