@@ -60,7 +60,7 @@ const struct hak_option hak_option_table[] = {
     {"HAKMEM_L25_RING", HAK_OPT_U32, &hak_options.l25_ring,
      "free blocks a thread caches per L25 class (32 KiB-1 MiB) at first",
      "free blocks a thread caches per L25 class (32 KiB-1 MiB) at first; the classes up to 64 "
-     "KiB grow as the Mid ones do, and the bigger ones, within 16 MiB per thread, while the "
+     "KiB grow as the Mid ones do, and the bigger ones, within 32 MiB per thread, while the "
      "program writes less than half of their blocks",
      NULL},
     {"HAKMEM_RING_BYTES", HAK_OPT_BYTES, &hak_options.ring_bytes,
