@@ -718,14 +718,13 @@ static bool quarantine_pages(const struct hak_slab *slab)
  *   the tag is read again after a broken canary.  This leans on the
  *   hardware keeping the order of the fences' plain stores and loads, as
  *   x86 and Arm do; to C they are a race.
- * - A free of an L25 block guards its pages, the canary's with them, and
- *   the read would fault: those slabs are not looked at.  An L25 block's
- *   own free still checks its canary.
- * Memcheck sees such writes itself. */
+ * An L25 span is one block, with nothing below it; a block's free there
+ * guards its pages, which this read would fault on.  Memcheck sees such
+ * writes itself. */
 static void check_below(struct hak_heap *heap, struct hak_slab *slab, char *block)
 {
     char note[16];
-    if (block == slab->start || hak_harden.memcheck || quarantine_pages(slab) ||
+    if (block == slab->start || hak_harden.memcheck ||
         atomic_load_explicit(&slab->owner, memory_order_relaxed) != heap)
         return;
     char *below = block - slab->block_size;

@@ -6,9 +6,9 @@
  * the bit, and for a device that is not a balloon but has the bit set.
  * HAKMEM_HUGE_PAGES=auto asks for no huge pages where it is true and a
  * small page faults in under 4 us (hak_options_huge_pages_auto), and for
- * them everywhere else.  The fault timing is a real one, under the 0.1 s
- * that would mean a machine swapping.  The machine's own answers are
- * printed. */
+ * them everywhere else.  The fault timing is only checked to end, under
+ * the 0.1 s that would mean a machine swapping (0, a clock too coarse to
+ * tell, is an answer too); the machine's own answers are printed. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
