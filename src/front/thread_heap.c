@@ -698,28 +698,18 @@ static uint32_t take_whole_list(struct hak_heap *heap, unsigned cls, uint32_t le
     return listed;
 }
 
-/* Level 2: a free L25 block, but for the page with its link and tag, is a
- * guard until it is handed out again or its span goes back to the backend
- * (release_to_backend), so that a write after free faults, as it would on
- * memory glibc gave back with munmap.  Its blocks are page-aligned. */
-static bool quarantine_pages(const struct hak_slab *slab)
-{
-    return hak_harden.guard_bytes && slab->kind == HAK_SLAB_L25;
-}
-
 /* Checked mode: the live block just below block in its slab must have its
  * canary intact, for a write just under block lands in that canary, as
  * does an overflow of the neighbour, which may never be freed.  Only the
  * slab's owner hands out blocks and resizes them in place, and so writes
- * canaries: another thread could see one half written.  Another thread
- * may free below meanwhile, though:
- * - A free's link and tag overwrite the canary of a block asked for less
- *   than 16 bytes.  Its first write is the tag (hak_heap_free_checked), so
- *   the tag is read again after a broken canary.  This leans on the
- *   hardware keeping the order of the fences' plain stores and loads, as
- *   x86 and Arm do; to C they are a race.
- * An L25 span is one block, with nothing below it; a block's free there
- * guards its pages, which this read would fault on.  Memcheck sees such
+ * canaries: another thread could see one half written.  Another thread may
+ * free below meanwhile, though, and a free's link and tag overwrite the
+ * canary of a block asked for less than 16 bytes.  Its first write is the
+ * tag (hak_heap_free_checked), so the tag is read again after a broken
+ * canary: this leans on the hardware keeping the order of the fences'
+ * plain stores and loads, as x86 and Arm do; to C they are a race.  (An L25
+ * span is one block, with nothing below it: a free there guards the
+ * block's pages, which this read would fault on.)  Memcheck sees such
  * writes itself. */
 static void check_below(struct hak_heap *heap, struct hak_slab *slab, char *block)
 {
@@ -733,6 +723,15 @@ static void check_below(struct hak_heap *heap, struct hak_slab *slab, char *bloc
     atomic_thread_fence(memory_order_acquire);
     if (!hak_block_tagged_free(below))
         hak_canary_check(below, slab->block_size, class_note(note, slab->cls));
+}
+
+/* Level 2: a free L25 block, but for the page with its link and tag, is a
+ * guard until it is handed out again or its span goes back to the backend
+ * (release_to_backend), so that a write after free faults, as it would on
+ * memory glibc gave back with munmap.  Its blocks are page-aligned. */
+static bool quarantine_pages(const struct hak_slab *slab)
+{
+    return hak_harden.guard_bytes && slab->kind == HAK_SLAB_L25;
 }
 
 /* Checked mode: one block of a class that fits size and the canary's
