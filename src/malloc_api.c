@@ -104,10 +104,11 @@ HAK_API __attribute__((flatten)) void *hak_malloc(size_t size)
 }
 
 /* Level 1's free of a block in a SuperSlab, whose slab and class the
- * address gives (page_map.h). */
-static inline void free_superslab_block(void *ptr)
+ * entries for its page give (page_map.h): page is ptr's in the SuperSlab. */
+static inline void free_superslab_block(void *ptr, size_t page)
 {
-    hak_heap_free(hak_superslab_page_slab(ptr), hak_superslab_page_class(ptr), ptr);
+    const struct hak_superslab *ss = hak_superslab_at(ptr);
+    hak_heap_free(ss->page_slab[page], ss->page_cls[page], ptr, hak_superslab_block_offset(ptr));
 }
 
 /* Frees the level-1 path does not take; inline, for level 0's sake. */
@@ -143,8 +144,11 @@ static __attribute__((noipa, cold)) void refuse_foreign(const char *call, const 
 
 HAK_API void hak_free(void *ptr)
 {
-    if (HAK_LIKELY(hak_superslab_region_holds(ptr))) {
-        free_superslab_block(ptr);
+    uintptr_t region_offset = hak_superslab_region_offset(ptr);
+    if (HAK_LIKELY(region_offset < hak_superslab_region.used)) {
+        /* The page from the offset, which is at hand, where the address
+         * would take a copy first: the region's base is a SuperSlab's. */
+        free_superslab_block(ptr, (region_offset >> HAK_PAGE_SHIFT) % HAK_SUPERSLAB_PAGES);
         return;
     }
     uintptr_t entry = hak_page_map_entry(ptr);
@@ -156,10 +160,10 @@ HAK_API void hak_free(void *ptr)
         return;
     }
     if (HAK_LIKELY(entry & HAK_MAP_SUPERSLAB)) {
-        free_superslab_block(ptr);
+        free_superslab_block(ptr, hak_superslab_page(ptr));
     } else {
         struct hak_slab *slab = hak_unit_slab(entry, ptr);
-        hak_heap_free(slab, slab->cls, ptr);
+        hak_heap_free(slab, slab->cls, ptr, hak_slab_block_offset(slab, ptr));
     }
 }
 

@@ -16,22 +16,36 @@
  * memory (hak_os_reserve, which gives its unused part back under a limit
  * the program sets below what the process has); SuperSlabs beyond it, and
  * all of them under an address-space limit or on another route, are mapped
- * one by one. */
+ * one by one.
+ *
+ * The region is reserved at start-up (hak_superslab_region_init), before
+ * malloc hands out a block, so base never changes while free reads it.
+ * free reads both fields without atomic loads, which lets the compiler fold
+ * them into its subtract and compare (three instructions fewer than two
+ * atomic loads, a copy and the arithmetic): a stale used is smaller, and
+ * only sends a block of a SuperSlab this thread has not heard of through
+ * the page map, where setup() registered it before used grew. */
 struct hak_superslab_region {
-    _Atomic uintptr_t base; /* set once, before used first grows */
-    _Atomic size_t used;    /* grows only, once a SuperSlab there is registered */
+    uintptr_t base; /* set once, at start-up; 0 without a region */
+    size_t used;    /* grows only, under the lock, once a SuperSlab there is registered */
 } __attribute__((aligned(HAK_CACHE_LINE)));
 extern struct hak_superslab_region hak_superslab_region HAK_SHARED;
 
-/* Whether ptr lies in one of the region's SuperSlabs.  used first: where
- * it is not 0, base is set (acquire, which costs nothing on x86-64). */
-static inline bool hak_superslab_region_holds(const void *ptr)
+/* ptr's distance from the region's base, which is below used when ptr
+ * lies in one of the region's SuperSlabs. */
+static inline uintptr_t hak_superslab_region_offset(const void *ptr)
 {
-    size_t used = atomic_load_explicit(&hak_superslab_region.used, memory_order_acquire);
-    uintptr_t base = atomic_load_explicit(&hak_superslab_region.base, memory_order_relaxed);
-    return (uintptr_t)ptr - base < used;
+    return (uintptr_t)ptr - hak_superslab_region.base;
 }
 
+static inline bool hak_superslab_region_holds(const void *ptr)
+{
+    return hak_superslab_region_offset(ptr) < hak_superslab_region.used;
+}
+
+/* Reserves the region where the fast route and the address space allow;
+ * called once by hak_init. */
+void hak_superslab_region_init(void);
 /* Maps and registers a SuperSlab on node; NULL with errno ENOMEM. */
 struct hak_superslab *hak_superslab_create(unsigned node);
 /* For one outside the region. */

@@ -265,7 +265,7 @@ static void check_block(struct hak_slab *slab, void *block)
 }
 
 /* noipa: so that no caller learns that it never returns (thread_heap.h). */
-__attribute__((noipa)) void hak_heap_free_invalid(struct hak_slab *slab, void *block)
+__attribute__((noipa)) void hak_heap_free_invalid(void *block, struct hak_slab *slab)
 {
     if (hak_block_tagged_free(block))
         hak_fatal_double_free(block, slab->cls);
@@ -763,7 +763,7 @@ static void *alloc_checked(struct hak_heap *heap, unsigned cls, size_t size)
     return block;
 }
 
-void *hak_heap_refill(size_t size, unsigned cls)
+void *hak_heap_refill(size_t size, size_t cls)
 {
     struct hak_heap *heap = hak_tls.heap;
     if (heap == &hak_empty_heap) {
@@ -879,7 +879,7 @@ static __attribute__((noreturn, cold)) void refuse_cached(struct hak_slab *slab,
  * and here the rest of check_block's test: not below the slab's start, nor
  * past its carved blocks.  Its link, written just now by the fast path,
  * needs no check. */
-void hak_heap_flush(struct hak_slab *slab, unsigned cls)
+void hak_heap_flush(void *block, size_t cls, struct hak_slab *slab)
 {
     struct hak_heap *heap = hak_tls.heap;
     if (HAK_UNLIKELY(!heap->flushed_last[cls] ||
@@ -887,8 +887,8 @@ void hak_heap_flush(struct hak_slab *slab, unsigned cls)
         flush_half(heap, cls);
         return;
     }
-    char *block = hak_tls.head[cls];
-    if (HAK_UNLIKELY((uintptr_t)(block - slab->start) >= (uintptr_t)(slab->carve - slab->start)))
+    if (HAK_UNLIKELY((uintptr_t)((char *)block - slab->start) >=
+                     (uintptr_t)(slab->carve - slab->start)))
         refuse_cached(slab, block);
     hak_tls.head[cls] = (void *)hak_link_decode(block);
     hak_tls.room[cls] = 1;
@@ -900,12 +900,11 @@ void hak_heap_flush(struct hak_slab *slab, unsigned cls)
         settle(heap, slab); /* calls only in tail position: no frame */
 }
 
-void hak_heap_flush_plain(struct hak_slab *slab, unsigned cls)
+void hak_heap_flush_plain(void *block, size_t cls, struct hak_slab *slab)
 {
-    char *block = hak_tls.head[cls];
-    if (HAK_UNLIKELY(!hak_class_divides(cls, (uint32_t)(block - slab->start))))
+    if (HAK_UNLIKELY(!hak_class_divides(cls, hak_slab_block_offset(slab, block))))
         refuse_cached(slab, block);
-    hak_heap_flush(slab, cls);
+    hak_heap_flush(block, cls, slab);
 }
 
 /* The cache's older half leaves it, in runs (flush_list); the first flush
@@ -946,7 +945,7 @@ static void send_home(struct hak_heap *heap, struct hak_slab *slab, void *block)
     hak_slab_remote_free(slab, block);
 }
 
-void hak_heap_free_other(struct hak_slab *slab, void *block)
+void hak_heap_free_other(void *block, struct hak_slab *slab)
 {
     if (slab->kind == HAK_SLAB_NODE_BLOCK) {
         hak_node_block_free(slab, block);
@@ -958,7 +957,7 @@ void hak_heap_free_other(struct hak_slab *slab, void *block)
      * each. */
     if (hak_tls.heap == &hak_empty_heap && !heap_gone && serves_blocks(slab) && heap_create()) {
         if (hak_harden.level)
-            hak_heap_free(slab, slab->cls, block);
+            hak_heap_free(slab, slab->cls, block, hak_slab_block_offset(slab, block));
         else
             hak_heap_free_plain(slab, slab->cls, block);
         return;

@@ -33,19 +33,21 @@ static inline struct hak_thread *hak_my_thread(void)
 /* A block of class cls (or, in checked mode, of a class that also fits
  * size and a canary) when the cache is empty or the thread has moved to
  * another CPU. */
-void *hak_heap_refill(size_t size, unsigned cls);
+void *hak_heap_refill(size_t size, size_t cls);
 /* The cache of cls is full; its first block, just freed, is slab's and
- * starts one of its blocks (hak_heap_free tested it). */
-void hak_heap_flush(struct hak_slab *slab, unsigned cls);
+ * starts one of its blocks (hak_heap_free tested it).  The block comes
+ * first in these calls, as it comes to free: the fast path then need not
+ * move it out of the register that passes it. */
+void hak_heap_flush(void *block, size_t cls, struct hak_slab *slab);
 /* The same for level 0, whose fast path tests nothing. */
-void hak_heap_flush_plain(struct hak_slab *slab, unsigned cls);
+void hak_heap_flush_plain(void *block, size_t cls, struct hak_slab *slab);
 /* A free the cache cannot take: another node's block, a thread without a
  * heap yet, or a pointer that is not a live block (checked here). */
-void hak_heap_free_other(struct hak_slab *slab, void *block);
+void hak_heap_free_other(void *block, struct hak_slab *slab);
 /* Aborts naming what is wrong with freeing block.  Not declared noreturn:
  * free then jumps here, and its fast path needs no stack frame of its own
  * to align the stack for a call (two instructions in every free). */
-void hak_heap_free_invalid(struct hak_slab *slab, void *block) __attribute__((cold));
+void hak_heap_free_invalid(void *block, struct hak_slab *slab) __attribute__((cold));
 /* After the calling thread was re-pinned: when it now runs on another node,
  * its cached blocks go home and its next malloc takes memory here (where
  * glibc did not register rseq, malloc could not tell until a refill). */
@@ -71,14 +73,27 @@ void hak_heap_thread_exit(void *heap);
  * hak_thread).  Their cached blocks and slabs stay theirs. */
 void hak_heap_forget_other_threads(void);
 
-/* Whether block lies at a multiple of the block size from the slab's start
- * (a multiply by the class's magic number, size_class.h), which catches a
- * pointer inside a block of any class; a pointer below the start or past
- * the carved blocks in the same page passes, and the flush refuses it. */
-static inline bool hak_slab_starts_block(const struct hak_slab *slab, const void *block)
+/* Whether offset, a pointer's distance from the slab's start, is a
+ * multiple of the block size (a multiply by the class's magic number,
+ * size_class.h), which catches a pointer inside a block of any class; a
+ * pointer below the start or past the carved blocks in the same page
+ * passes, and the flush refuses it. */
+static inline bool hak_slab_starts_block(const struct hak_slab *slab, uint32_t offset)
 {
-    uint32_t offset = (uint32_t)((uintptr_t)block - (uintptr_t)slab->start);
     return offset * slab->divide_magic < slab->divide_magic;
+}
+
+/* A block's offset in its slab: in a SuperSlab, where every slab starts at
+ * a multiple of its size, from the address alone (no load of the slab's
+ * start for free to wait on). */
+static inline uint32_t hak_superslab_block_offset(const void *block)
+{
+    return (uint32_t)((uintptr_t)block % HAK_SLAB_SIZE);
+}
+
+static inline uint32_t hak_slab_block_offset(const struct hak_slab *slab, const void *block)
+{
+    return (uint32_t)((uintptr_t)block - (uintptr_t)slab->start);
 }
 
 /* One block more in the cache; true when it is full. */
@@ -88,7 +103,7 @@ static inline bool hak_heap_count_free(struct hak_thread *self, size_t cls)
 }
 
 /* The cache's first block; block is self->head[cls], not NULL. */
-static inline void *hak_heap_pop(struct hak_thread *self, unsigned cls, void *block)
+static inline void *hak_heap_pop(struct hak_thread *self, size_t cls, void *block)
 {
     uintptr_t next = hak_link_decode(block);
     if (HAK_UNLIKELY(hak_link_corrupted(next)))
@@ -108,7 +123,7 @@ static inline bool hak_heap_poppable(const struct hak_thread *self, const void *
 }
 
 /* size: what the caller asked for, which only the checked mode reads. */
-static inline void *hak_heap_alloc(unsigned cls, size_t size)
+static inline void *hak_heap_alloc(size_t cls, size_t size)
 {
     struct hak_thread *self = hak_my_thread();
     void *block = self->head[cls];
@@ -119,23 +134,24 @@ static inline void *hak_heap_alloc(unsigned cls, size_t size)
 
 /* cls: the slab's, where the caller can know it without a load of the
  * slab (hak_superslab_page_class): the address of the cache's head then
- * waits on no load of slab, whose fields only steer the branches. */
-static inline void hak_heap_free(struct hak_slab *slab, size_t cls, void *block)
+ * waits on no load of slab, whose fields only steer the branches.  offset:
+ * the block's from the slab's start (hak_superslab_block_offset). */
+static inline void hak_heap_free(struct hak_slab *slab, size_t cls, void *block, uint32_t offset)
 {
     struct hak_thread *self = hak_my_thread();
     if (HAK_UNLIKELY(slab->free_node != self->node)) {
-        hak_heap_free_other(slab, block);
+        hak_heap_free_other(block, slab);
         return;
     }
-    if (HAK_UNLIKELY(!hak_slab_starts_block(slab, block) || hak_block_tagged_free(block))) {
-        hak_heap_free_invalid(slab, block);
+    if (HAK_UNLIKELY(!hak_slab_starts_block(slab, offset) || hak_block_tagged_free(block))) {
+        hak_heap_free_invalid(block, slab);
         return;
     }
     hak_block_tag_free(block);
     hak_link_set(block, self->head[cls]);
     self->head[cls] = block;
     if (HAK_UNLIKELY(hak_heap_count_free(self, cls)))
-        hak_heap_flush(slab, cls);
+        hak_heap_flush(block, cls, slab);
 }
 
 /* Level 0: the same without the checks, the tag and the encoding. */
@@ -143,13 +159,13 @@ static inline void hak_heap_free_plain(struct hak_slab *slab, size_t cls, void *
 {
     struct hak_thread *self = hak_my_thread();
     if (HAK_UNLIKELY(slab->free_node != self->node)) {
-        hak_heap_free_other(slab, block);
+        hak_heap_free_other(block, slab);
         return;
     }
     hak_link_set_plain(block, self->head[cls]);
     self->head[cls] = block;
     if (HAK_UNLIKELY(hak_heap_count_free(self, cls)))
-        hak_heap_flush_plain(slab, cls);
+        hak_heap_flush_plain(block, cls, slab);
 }
 
 /* Creates the thread-exit hook; called once by hak_init. */

@@ -157,18 +157,18 @@ static void test_superslab_region(void)
         char *block = malloc(sizes[i]);
         if (!block)
             hard_error("malloc(%zu) failed", sizes[i]);
-        bool region = atomic_load(&hak_superslab_region.base) != 0;
+        bool region = hak_superslab_region.base != 0;
         bool small = sizes[i] <= HAK_SMALL_MAX;
         CHECK(hak_superslab_region_holds(block) == (small && region),
               "malloc(%zu) = %p %s in the SuperSlab region", sizes[i], (void *)block,
               hak_superslab_region_holds(block) ? "lies" : "does not lie");
         free(block);
     }
-    CHECK((atomic_load(&hak_superslab_region.base) != 0) == (hak_harden.route == HAK_ROUTE_FAST),
+    CHECK((hak_superslab_region.base != 0) == (hak_harden.route == HAK_ROUTE_FAST),
           "a SuperSlab region %s on route %u", hak_superslab_region.base ? "exists" : "is missing",
           hak_harden.route);
-    uintptr_t base = atomic_load(&hak_superslab_region.base);
-    size_t used = atomic_load(&hak_superslab_region.used);
+    uintptr_t base = hak_superslab_region.base;
+    size_t used = hak_superslab_region.used;
     for (size_t offset = 0; offset < used; offset += HAK_SUPERSLAB_SIZE) {
         const char *unit = (const char *)base + offset;
         struct hak_chunk_head *chunk = hak_page_map_lookup(unit);

@@ -294,7 +294,7 @@ static void test_limit_below_reservation(void)
 {
     struct rlimit saved;
     getrlimit(RLIMIT_AS, &saved);
-    size_t unused = hak_os_memory_bytes() - atomic_load(&hak_superslab_region.used);
+    size_t unused = hak_os_memory_bytes() - hak_superslab_region.used;
     size_t before = address_space();
     struct rlimit limit = saved;
     limit.rlim_cur = before + 64 * MiB;
@@ -311,14 +311,14 @@ static void test_limit_below_reservation(void)
     CHECK(address_space() < before - unused / 2, "the region's reservation is still there");
     CHECK(!hak_os_release_reservation_over_limit(), "the reservation went back twice");
     uint64_t created = counter(HAK_STAT_SUPERSLABS);
-    size_t used = atomic_load(&hak_superslab_region.used);
+    size_t used = hak_superslab_region.used;
     static struct hak_slab *slabs[(SPARES_KEPT + 8) * SLABS_PER_SS];
     unsigned taken = 0;
     while (counter(HAK_STAT_SUPERSLABS) == created && taken < sizeof(slabs) / sizeof(slabs[0]))
         slabs[taken++] = take_slab();
     CHECK(counter(HAK_STAT_SUPERSLABS) > created && !hak_superslab_region_holds(slabs[taken - 1]),
           "under the limit a new SuperSlab came from the region");
-    CHECK(atomic_load(&hak_superslab_region.used) == used, "the region grew under the limit");
+    CHECK(hak_superslab_region.used == used, "the region grew under the limit");
     for (unsigned i = 0; i < taken; i++)
         hak_shared_pool_give(slabs[i]);
     if (large)
@@ -350,7 +350,7 @@ int main(int argc, char **argv)
     bool limited = getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur != RLIM_INFINITY;
     test_large_cache();
     test_shared_pool();
-    bool region = atomic_load(&hak_superslab_region.base) != 0;
+    bool region = hak_superslab_region.base != 0;
     CHECK(!limited || !region, "a SuperSlab region reserved under an address-space limit");
     test_spare_superslabs(region);
     test_growth_releases_stale_spans();
