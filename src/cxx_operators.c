@@ -245,7 +245,7 @@ static HAK_NOINLINE void *new_uncached(size_t size)
 void *_Znwm(size_t size)
 {
     if (HAK_LIKELY(size <= HAK_SMALL_MAX)) {
-        unsigned cls = hak_small_class(size);
+        size_t cls = hak_small_class(size);
         struct hak_thread *self = hak_my_thread();
         void *block = self->head[cls];
         if (HAK_LIKELY(hak_heap_poppable(self, block)))
