@@ -66,19 +66,11 @@ static bool over_address_space(uint64_t limit)
     return pages * HAK_PAGE_SIZE > limit;
 }
 
-/* Under the lock, under limit: the reservation's part never made memory
- * goes back where the process is over the limit, where a mapping was
- * refused (refused), or where none of it was made memory yet, as under a
- * limit the program sets before its first small malloc, which would have
- * found no reservation had hakmem not made it at start-up.  No memory
- * comes from the reservation under a limit (hak_os_map_reserved), so its
- * unused part only takes budget from the program's own mappings.  True if
- * there was one. */
-static bool release_unused_locked(uint64_t limit, bool refused)
+/* Under the lock: over limit, the reservation's part never made memory
+ * goes back; true if there was one. */
+static bool release_unused_locked(uint64_t limit)
 {
-    if (reservation.size == reservation.mapped)
-        return false;
-    if (!refused && reservation.mapped && !over_address_space(limit))
+    if (reservation.size == reservation.mapped || !over_address_space(limit))
         return false;
     munmap(reservation.base + reservation.mapped, reservation.size - reservation.mapped);
     reservation.size = reservation.mapped;
@@ -91,26 +83,21 @@ static uint64_t address_space_limit(void)
     return getrlimit(RLIMIT_AS, &limit) == 0 ? limit.rlim_cur : RLIM_INFINITY;
 }
 
-static bool release_reservation_under_limit(bool refused)
+bool hak_os_release_reservation_over_limit(void)
 {
     uint64_t limit = address_space_limit();
     if (limit == RLIM_INFINITY)
         return false;
     hak_os_reservation_lock();
-    bool released = release_unused_locked(limit, refused);
+    bool released = release_unused_locked(limit);
     hak_os_reservation_unlock();
     return released;
-}
-
-bool hak_os_release_reservation_over_limit(void)
-{
-    return release_reservation_under_limit(false);
 }
 
 static void *map_memory(size_t size, size_t align)
 {
     void *start = map_aligned(size, align, PROT_READ | PROT_WRITE);
-    if (!start && release_reservation_under_limit(true))
+    if (!start && hak_os_release_reservation_over_limit())
         start = map_aligned(size, align, PROT_READ | PROT_WRITE);
     return start;
 }
@@ -146,7 +133,7 @@ bool hak_os_map_reserved(void *addr, size_t size)
     uint64_t limit = address_space_limit();
     bool limited = limit != RLIM_INFINITY;
     if (limited)
-        release_unused_locked(limit, false);
+        release_unused_locked(limit);
     bool mapped = !limited && start >= reservation.base &&
                   start + size <= reservation.base + reservation.size &&
                   mprotect(start, size, PROT_READ | PROT_WRITE) == 0;

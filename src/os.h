@@ -29,12 +29,9 @@ bool hak_os_map_reserved(void *addr, size_t size);
  * memory goes back; true if it did.  The setrlimit wrappers ask as soon as
  * a new limit is in force (rlimit.c), so that a limit the program sets
  * below what it has, its budget for what it uses, lets its own mappings
- * through; the thread heaps ask now and then (front/thread_heap.c), for a
- * limit set from outside the process (prlimit --pid).  A mapping of
- * hakmem's that the kernel refuses under any limit gives the unused part
- * back too, and tries again: the reservation serves nothing under a limit,
- * and one the program set as what it had plus some (kept here) would
- * otherwise come short by the reservation's size. */
+ * through; hakmem's mappings ask when they fail, and the thread heaps now
+ * and then (front/thread_heap.c), for a limit set from outside the
+ * process (prlimit --pid). */
 bool hak_os_release_reservation_over_limit(void);
 /* Undoes hak_os_map_reserved: reserved again, with no memory. */
 void hak_os_unmap_reserved(void *addr, size_t size);

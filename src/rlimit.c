@@ -6,9 +6,7 @@
  * thread refused.  So once such a limit is in force, the unused part of the
  * reservation goes back (the kernel checks no usage when it sets a limit).
  * A limit set as what the process has plus some leaves it in place, as it
- * does glibc's arenas: the program counted it; until one of hakmem's
- * mappings is refused under it, and unless no SuperSlab came from it yet
- * (os.c).
+ * does glibc's arenas: the program counted it.
  *
  * All four go to the kernel's prlimit64, as glibc's own do on 64-bit Linux,
  * rather than to the C library's next definition: a statically linked

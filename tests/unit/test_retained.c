@@ -5,10 +5,9 @@
  * nothing more to give a second time; SuperSlabs that empty stay mapped, a
  * few of them, for the next slabs, and the others are unmapped, or in the
  * SuperSlab region stay mapped with their pages given back, for the slabs
- * after.  The test runs again with an address-space limit set first thing
- * in main, which gives the region's reservation back, and then under a
- * limit from the start, where there is no region.  The large-block gauges that mallinfo reads
- * follow blocks out and back.  A SuperSlab or large block mapped anew first lets go of the
+ * after.  The test runs again under an address-space limit, where there is
+ * no region.  The large-block gauges that mallinfo reads follow blocks out
+ * and back.  A SuperSlab or large block mapped anew first lets go of the
  * HotSpanBox's stale spans. */
 #include <string.h>
 
@@ -275,24 +274,18 @@ static void test_growth_releases_stale_spans(void)
     hak_options.hot_bytes = hot_bytes;
 }
 
-/* Read without a malloc, for early_limit. */
 static size_t address_space(void)
 {
-    char statm[64];
-    size_t len = hak_os_read_file("/proc/self/statm", statm, sizeof(statm) - 1);
-    size_t pages = 0;
-    for (size_t i = 0; i < len && statm[i] >= '0' && statm[i] <= '9'; i++)
-        pages = pages * 10 + (size_t)(statm[i] - '0');
-    if (!pages)
+    FILE *statm = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (!statm || fscanf(statm, "%lu", &pages) != 1)
         hard_error("cannot read /proc/self/statm");
+    fclose(statm);
     return pages * HAK_PAGE_SIZE;
 }
 
 /* A limit the program sets later: one of what the process has plus some
- * keeps the reservation (it was part of what the process had), until a
- * mapping of hakmem's finds no room under it: then the reservation's
- * unused part, which serves nothing under a limit, goes back, and the
- * mapping gets the whole of the program's budget.  One below
+ * keeps the reservation (it was part of what the process had).  One below
  * the address space the process has, the region's reservation included,
  * but above what it has mapped: a large block, mapped by itself, still
  * fits, as the reservation's unused part goes back, and the next SuperSlab
@@ -309,13 +302,6 @@ static void test_limit_below_reservation(void)
         hard_error("setrlimit(RLIMIT_AS): %s", strerror(errno));
     CHECK(!hak_os_release_reservation_over_limit() && address_space() == before,
           "a limit above the address space took the reservation back");
-    void *beyond = unused > 256 * MiB ? hak_large_alloc(128 * MiB, HAK_PAGE_SIZE, 0, false) : NULL;
-    CHECK(unused <= 256 * MiB || (beyond && address_space() < before),
-          "a 128 MiB block under a limit 64 MiB above the address space: %s",
-          beyond ? "the reservation stayed" : "refused");
-    if (beyond)
-        large_free(beyond);
-    hak_large_release_cached(0);
     limit.rlim_cur = before - unused / 2;
     if (setrlimit(RLIMIT_AS, &limit) != 0)
         hard_error("setrlimit(RLIMIT_AS): %s", strerror(errno));
@@ -341,57 +327,25 @@ static void test_limit_below_reservation(void)
     setrlimit(RLIMIT_AS, &saved);
 }
 
-/* A limit the program sets before its first small malloc, however far
- * above what it has: the region's reservation, made at start-up with no
- * SuperSlab in it yet, goes back, as if the limit had come first. */
-static int early_limit(void)
+/* Once more under an address-space limit, where hakmem reserves no region
+ * (hak_os_reserve); where one was there already, not again. */
+static void rerun_without_region(char **argv)
 {
-    size_t before = address_space();
-    bool reserved = hak_superslab_region.base != 0 && !hak_superslab_region.used;
-    struct rlimit saved;
-    getrlimit(RLIMIT_AS, &saved);
-    struct rlimit limit = saved;
-    limit.rlim_cur = before + 64 * MiB;
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur != RLIM_INFINITY)
+        return;
+    limit.rlim_cur = (rlim_t)1 << 40;
     if (setrlimit(RLIMIT_AS, &limit) != 0)
         hard_error("setrlimit(RLIMIT_AS): %s", strerror(errno));
-    size_t after = address_space();
-    setrlimit(RLIMIT_AS, &saved);
-    CHECK(!reserved || after + hak_os_memory_bytes() / 2 < before,
-          "a limit set before the first SuperSlab left the reservation (%zu MiB of %zu MiB)",
-          after / MiB, before / MiB);
-    return test_result("test_retained with a limit before its first malloc");
-}
-
-/* This program again, with arg as its argument, under an address-space
- * limit where limit is not 0. */
-static void rerun(const char *self, const char *arg, rlim_t limit)
-{
-    struct rlimit current;
-    if (limit && getrlimit(RLIMIT_AS, &current) == 0) {
-        current.rlim_cur = limit;
-        if (setrlimit(RLIMIT_AS, &current) != 0)
-            hard_error("setrlimit(RLIMIT_AS): %s", strerror(errno));
-    }
-    char *argv[] = {(char *)self, (char *)arg, NULL};
     execv("/proc/self/exe", argv);
-    hard_error("cannot run %s again", self);
+    hard_error("cannot run %s again", argv[0]);
 }
-
-/* The runs after the first: with a limit set early in main, then under a
- * limit from the start, where hakmem reserves no region (hak_os_reserve). */
-#define EARLY_LIMIT_RUN "early-limit"
-#define LIMITED_RUN "limited"
 
 int main(int argc, char **argv)
 {
-    setvbuf(stdout, NULL, _IONBF, 0); /* unbuffered: no malloc, nothing lost at exec */
-    if (argc > 1 && strcmp(argv[1], EARLY_LIMIT_RUN) == 0) {
-        int result = early_limit();
-        if (result == EXIT_SUCCESS)
-            rerun(argv[0], LIMITED_RUN, (rlim_t)1 << 40);
-        return result;
-    }
+    (void)argc;
     unit_watchdog();
+    setvbuf(stdout, NULL, _IONBF, 0);
     struct rlimit limit;
     bool limited = getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur != RLIM_INFINITY;
     test_large_cache();
@@ -405,6 +359,6 @@ int main(int argc, char **argv)
     test_limit_below_reservation();
     int result = test_result("test_retained");
     if (result == EXIT_SUCCESS && !limited)
-        rerun(argv[0], EARLY_LIMIT_RUN, 0);
+        rerun_without_region(argv);
     return result;
 }
