@@ -82,7 +82,6 @@ static void init_once(void)
     hak_options_load();
     hak_stats_setup();
     hak_harden_init();
-    hak_superslab_region_init();
     hak_block_link_init();
     hak_numa_init();
     if (!hak_heap_setup())

@@ -144,8 +144,8 @@ static __attribute__((noipa, cold)) void refuse_foreign(const char *call, const 
 
 HAK_API void hak_free(void *ptr)
 {
-    uintptr_t region_offset = hak_superslab_region_offset(ptr);
-    if (HAK_LIKELY(region_offset < hak_superslab_region.used)) {
+    uintptr_t region_offset;
+    if (HAK_LIKELY(hak_superslab_region_find(ptr, &region_offset))) {
         /* The page from the offset, which is at hand, where the address
          * would take a copy first: the region's base is a SuperSlab's. */
         free_superslab_block(ptr, (region_offset >> HAK_PAGE_SHIFT) % HAK_SUPERSLAB_PAGES);

@@ -45,33 +45,45 @@ static bool setup(struct hak_superslab *ss, unsigned node)
     return true;
 }
 
-/* As big as the machine's memory. */
-void hak_superslab_region_init(void)
+/* The region's reservation, made at the first SuperSlab of the fast route
+ * (under the lock), as big as the machine's memory: false where there is
+ * none.  Not at start-up: a program that sets itself an address-space
+ * limit before its first malloc measures what it has without it, and gets
+ * no region (hak_os_reserve). */
+static bool region_reserved(void)
 {
-    if (hak_harden.route != HAK_ROUTE_FAST)
-        return;
-    size_t size = hak_os_memory_bytes() & ~(HAK_SUPERSLAB_SIZE - 1);
-    hak_superslab_region.base = (uintptr_t)(size ? hak_os_reserve(size, HAK_SUPERSLAB_SIZE) : NULL);
+    static bool tried;
+    if (!tried) {
+        tried = true;
+        size_t size = hak_os_memory_bytes() & ~(HAK_SUPERSLAB_SIZE - 1);
+        hak_superslab_region.base =
+            (uintptr_t)(size ? hak_os_reserve(size, HAK_SUPERSLAB_SIZE) : NULL);
+    }
+    return hak_superslab_region.base != 0;
 }
 
 /* A SuperSlab at the region's end, or NULL when the region is full, given
  * back, or not there. */
 static struct hak_superslab *create_in_region(unsigned node)
 {
-    if (!hak_superslab_region.base)
+    if (hak_harden.route != HAK_ROUTE_FAST)
         return NULL;
+    struct hak_superslab *ss = NULL;
     hak_superslab_region_lock();
-    size_t used = hak_superslab_region.used;
-    struct hak_superslab *ss = (struct hak_superslab *)(hak_superslab_region.base + used);
-    if (!hak_os_map_reserved(ss, HAK_SUPERSLAB_SIZE)) {
-        ss = NULL;
-    } else if (!setup(ss, node)) {
-        hak_os_unmap_reserved(ss, HAK_SUPERSLAB_SIZE);
-        ss = NULL;
-    } else {
-        /* After the head and the page map's entries, which a thread that
-         * reads the new used finds set. */
-        __atomic_store_n(&hak_superslab_region.used, used + HAK_SUPERSLAB_SIZE, __ATOMIC_RELEASE);
+    if (region_reserved()) {
+        size_t used = atomic_load_explicit(&hak_superslab_region.used, memory_order_relaxed);
+        ss = (struct hak_superslab *)(hak_superslab_region.base + used);
+        if (!hak_os_map_reserved(ss, HAK_SUPERSLAB_SIZE)) {
+            ss = NULL;
+        } else if (!setup(ss, node)) {
+            hak_os_unmap_reserved(ss, HAK_SUPERSLAB_SIZE);
+            ss = NULL;
+        } else {
+            /* After the head and the page map's entries, which a thread
+             * that reads the new used finds set, and after base. */
+            atomic_store_explicit(&hak_superslab_region.used, used + HAK_SUPERSLAB_SIZE,
+                                  memory_order_release);
+        }
     }
     hak_superslab_region_unlock();
     return ss;

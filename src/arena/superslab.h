@@ -18,34 +18,35 @@
  * all of them under an address-space limit or on another route, are mapped
  * one by one.
  *
- * The region is reserved at start-up (hak_superslab_region_init), before
- * malloc hands out a block, so base never changes while free reads it.
- * free reads both fields without atomic loads, which lets the compiler fold
- * them into its subtract and compare (three instructions fewer than two
- * atomic loads, a copy and the arithmetic): a stale used is smaller, and
- * only sends a block of a SuperSlab this thread has not heard of through
- * the page map, where setup() registered it before used grew. */
+ * free reads used first (an acquire load, a plain one on x86-64), then
+ * base without an atomic load, which lets the compiler fold it into the
+ * subtract: base is set once, before used first grows, so a thread that
+ * reads a used above 0 reads the base set before it, and while used is 0
+ * no offset is below it, whatever base reads.  A stale used is smaller,
+ * and only sends a block of a SuperSlab this thread has not heard of
+ * through the page map, where setup() registered it before used grew. */
 struct hak_superslab_region {
-    uintptr_t base; /* set once, at start-up; 0 without a region */
-    size_t used;    /* grows only, under the lock, once a SuperSlab there is registered */
+    uintptr_t base;      /* set once, under the lock, before used first grows */
+    _Atomic size_t used; /* grows only, once a SuperSlab there is registered */
 } __attribute__((aligned(HAK_CACHE_LINE)));
 extern struct hak_superslab_region hak_superslab_region HAK_SHARED;
 
-/* ptr's distance from the region's base, which is below used when ptr
- * lies in one of the region's SuperSlabs. */
-static inline uintptr_t hak_superslab_region_offset(const void *ptr)
+/* Whether ptr lies in one of the region's SuperSlabs; *offset: ptr's
+ * distance from the region's base, which free has at hand for the page's
+ * number. */
+static inline bool hak_superslab_region_find(const void *ptr, uintptr_t *offset)
 {
-    return (uintptr_t)ptr - hak_superslab_region.base;
+    size_t used = atomic_load_explicit(&hak_superslab_region.used, memory_order_acquire);
+    *offset = (uintptr_t)ptr - hak_superslab_region.base;
+    return *offset < used;
 }
 
 static inline bool hak_superslab_region_holds(const void *ptr)
 {
-    return hak_superslab_region_offset(ptr) < hak_superslab_region.used;
+    uintptr_t offset;
+    return hak_superslab_region_find(ptr, &offset);
 }
 
-/* Reserves the region where the fast route and the address space allow;
- * called once by hak_init. */
-void hak_superslab_region_init(void);
 /* Maps and registers a SuperSlab on node; NULL with errno ENOMEM. */
 struct hak_superslab *hak_superslab_create(unsigned node);
 /* For one outside the region. */
