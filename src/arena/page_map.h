@@ -92,7 +92,8 @@ static inline size_t hak_superslab_page(const void *ptr)
  * address takes the slab's class, then waits on two loads, not on the two
  * of the page map before them (fixed_size at level 1: 130 M pairs/s
  * through the entry, 168 M so).  The caller knows that the SuperSlab is
- * hakmem's, from the SuperSlab region or the page map. */
+ * hakmem's, from the page map (level 1's free, which has the page
+ * from the region offset, reads the two tables itself). */
 static inline struct hak_slab *hak_superslab_page_slab(const void *ptr)
 {
     return hak_superslab_at(ptr)->page_slab[hak_superslab_page(ptr)];

@@ -48,8 +48,8 @@ static bool setup(struct hak_superslab *ss, unsigned node)
 /* The region's reservation, made at the first SuperSlab of the fast route
  * (under the lock), as big as the machine's memory: false where there is
  * none.  Not at start-up: a program that sets itself an address-space
- * limit before its first malloc measures what it has without it, and gets
- * no region (hak_os_reserve). */
+ * limit before hakmem maps its first SuperSlab measures what it has
+ * without the reservation, and gets no region (hak_os_reserve). */
 static bool region_reserved(void)
 {
     static bool tried;
