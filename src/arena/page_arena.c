@@ -61,19 +61,20 @@ static void bin_remove(struct page_arena *arena, struct hak_slab *span)
  * program that uses a few bytes of each block would have every 2 MiB of
  * them faulted in and zeroed whole, and broken up again by each decommit.
  * How much of the probe chunk is resident tells; a new probe now and then
- * lets the answer change with the program. */
-static bool want_huge_pages(struct page_arena *arena)
+ * (when made, the arena's chunks made before this one, is a multiple of
+ * PROBE_EVERY) lets the answer change with the program. */
+static bool want_huge_pages(void *probe, uint32_t made)
 {
     uint64_t chunks =
         atomic_load_explicit(&hak_stat_counters[HAK_STAT_ARENA_CHUNKS], memory_order_relaxed);
-    if (chunks < HUGE_PAGES_AFTER_CHUNKS || !arena->probe || !hak_options_huge_pages() ||
-        arena->chunks_made % PROBE_EVERY == 0)
+    if (chunks < HUGE_PAGES_AFTER_CHUNKS || !probe || !hak_options_huge_pages() ||
+        made % PROBE_EVERY == 0)
         return false;
-    return hak_os_mostly_resident(arena->probe, HAK_ARENA_CHUNK_SIZE);
+    return hak_os_mostly_resident(probe, HAK_ARENA_CHUNK_SIZE);
 }
 
-/* Under the arena's lock. */
-static struct hak_slab *new_chunk(struct page_arena *arena, unsigned node)
+/* A chunk mapped and set up for node, as one span; NULL with no memory. */
+static struct hak_slab *map_chunk(unsigned node, bool huge)
 {
     struct hak_slab *span = hak_span_desc_alloc();
     if (!span)
@@ -87,11 +88,8 @@ static struct hak_slab *new_chunk(struct page_arena *arena, unsigned node)
     /* A process that keeps this much in Mid and L25 blocks, and writes them,
      * faults its chunks in 2 MiB at a time; a small one never pays for
      * zeroing a huge page. */
-    if (want_huge_pages(arena))
+    if (huge)
         hak_os_advise_huge(chunk, HAK_ARENA_CHUNK_SIZE);
-    else
-        arena->probe = chunk;
-    arena->chunks_made++;
     chunk->head.kind = HAK_CHUNK_ARENA;
     chunk->head.node = node;
     chunk->head.map_size = HAK_ARENA_CHUNK_SIZE;
@@ -112,6 +110,26 @@ static struct hak_slab *new_chunk(struct page_arena *arena, unsigned node)
     hak_stat_pages_out(HAK_PAGES_SSM, HAK_ARENA_HEADER_PAGES, 0);
     hak_stat_add(HAK_STAT_ARENA_CHUNKS, 1);
     hak_stat_node_map(node, HAK_ARENA_CHUNK_SIZE);
+    return span;
+}
+
+/* Under the arena's lock, which it lets go of while the chunk is mapped
+ * and set up: a mapping, faults on the header's pages, the page map's
+ * entries and the probe's mincore take tens of microseconds, in which a
+ * thread after a span of the arena's would sleep on the lock (mid_large_mt
+ * with 2 threads: 46 futex calls in a 30 ms run, all here).  Two threads
+ * that find no span at once each make a chunk; the second one's pages go
+ * to the bins. */
+static struct hak_slab *new_chunk(struct page_arena *arena, unsigned node)
+{
+    uint32_t made = arena->chunks_made++;
+    void *probe = arena->probe;
+    pthread_mutex_unlock(lock_of(arena));
+    bool huge = want_huge_pages(probe, made);
+    struct hak_slab *span = map_chunk(node, huge);
+    pthread_mutex_lock(lock_of(arena));
+    if (span && !huge)
+        arena->probe = span->chunk;
     return span;
 }
 
