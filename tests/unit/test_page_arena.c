@@ -529,11 +529,13 @@ static bool marked(const struct hak_slab *span, uint64_t tag)
     return true;
 }
 
-/* Where the racing threads take spans from and give them back to. */
+/* Where the racing threads take spans from and give them back to, and
+ * how many times each takes or gives one. */
 struct race_backend {
     struct hak_slab *(*take)(uint32_t pages);
     void (*give)(struct hak_slab *span);
     uint32_t max_pages;
+    uint64_t rounds;
 };
 
 struct race_thread {
@@ -549,7 +551,7 @@ static void *race_spans(void *arg)
     struct hak_slab *live[RACE_LIVE] = {NULL};
     uint64_t tags[RACE_LIVE] = {0};
     uint64_t rng = id * 0x9e3779b97f4a7c15u + 1;
-    for (uint64_t round = 0; round < RACE_ROUNDS; round++) {
+    for (uint64_t round = 0; round < backend->rounds; round++) {
         rng = rng * 6364136223846793005u + 1442695040888963407u;
         unsigned slot = (unsigned)(rng >> 33) % RACE_LIVE;
         if (live[slot]) {
@@ -588,8 +590,33 @@ static void race(const struct race_backend *backend)
  * be freeing its neighbour and looking whether to merge with it. */
 static void test_concurrent_neighbours(void)
 {
-    static const struct race_backend arena = {alloc_span, free_span, 8};
+    static const struct race_backend arena = {alloc_span, free_span, 8, RACE_ROUNDS};
     race(&arena);
+}
+
+/* Spans of up to 700 pages, so that most takes find no room and make a
+ * chunk, which the arena maps and sets up without its lock while the
+ * others take and free theirs (and unmap chunks that empty, beyond the
+ * one it keeps).  Once all are back and the wholly free chunks released,
+ * node 0 maps no more than before, but for the SuperSlabs the threads'
+ * heaps made: a chunk made in the race and lost to the bins would stay. */
+static void test_concurrent_chunks(void)
+{
+    static const struct race_backend arena = {alloc_span, free_span, 700, 400};
+    uint64_t mapped = atomic_load(&hak_stat_node_mapped[0]);
+    uint64_t made = counter(HAK_STAT_ARENA_CHUNKS);
+    uint64_t superslabs = counter(HAK_STAT_SUPERSLABS);
+    race(&arena);
+    CHECK(counter(HAK_STAT_ARENA_CHUNKS) > made + RACE_THREADS,
+          "the race made %llu chunks: too few to have raced",
+          (unsigned long long)(counter(HAK_STAT_ARENA_CHUNKS) - made));
+    hak_page_arena_release_free(0);
+    uint64_t left = atomic_load(&hak_stat_node_mapped[0]);
+    uint64_t grown = (counter(HAK_STAT_SUPERSLABS) - superslabs) * HAK_SUPERSLAB_SIZE;
+    CHECK(left <= mapped + grown,
+          "node 0 maps %llu bytes after the race and a release, %llu before it (%llu in new "
+          "SuperSlabs)",
+          (unsigned long long)left, (unsigned long long)mapped, (unsigned long long)grown);
 }
 
 static struct hak_slab *take_hot_span(uint32_t pages)
@@ -605,7 +632,7 @@ static struct hak_slab *take_hot_span(uint32_t pages)
  * pages the box had handed out. */
 static void test_concurrent_hot_spans(void)
 {
-    static const struct race_backend box = {take_hot_span, hak_hot_span_put, 16};
+    static const struct race_backend box = {take_hot_span, hak_hot_span_put, 16, RACE_ROUNDS};
     size_t budget = hak_options.hot_bytes;
     hak_options.hot_bytes = 1u << 20;
     race(&box);
@@ -633,6 +660,7 @@ int main(void)
     test_hot_merge();
     test_hot_budget();
     test_concurrent_neighbours();
+    test_concurrent_chunks();
     test_concurrent_hot_spans();
     test_release_all();
     test_release_stale();
