@@ -107,8 +107,8 @@ HAK_API __attribute__((flatten)) void *hak_malloc(size_t size)
  * entries for its page give (page_map.h): page is ptr's in the SuperSlab. */
 static inline void free_superslab_block(void *ptr, size_t page)
 {
-    const struct hak_superslab *ss = hak_superslab_at(ptr);
-    hak_heap_free(ss->page_slab[page], ss->page_cls[page], ptr, hak_superslab_block_offset(ptr));
+    hak_heap_free(hak_superslab_page_slab(ptr, page), hak_superslab_page_class(ptr, page), ptr,
+                  hak_superslab_block_offset(ptr));
 }
 
 /* Frees the level-1 path does not take; inline, for level 0's sake. */
@@ -120,7 +120,9 @@ static inline void free_routed(struct hak_chunk_head *chunk, void *ptr)
          * takes them (there the entry tells the kind): the kind only steers
          * a branch, and the loads wait on no load of chunk. */
         if (HAK_LIKELY(chunk->kind == HAK_CHUNK_SUPERSLAB)) {
-            hak_heap_free_plain(hak_superslab_page_slab(ptr), hak_superslab_page_class(ptr), ptr);
+            size_t page = hak_superslab_page(ptr);
+            hak_heap_free_plain(hak_superslab_page_slab(ptr, page),
+                                hak_superslab_page_class(ptr, page), ptr);
         } else {
             struct hak_slab *slab = hak_chunk_slab(chunk, ptr);
             hak_heap_free_plain(slab, slab->cls, ptr);

@@ -92,11 +92,12 @@ static inline size_t hak_superslab_page(const void *ptr)
  * address takes the slab's class, then waits on two loads, not on the two
  * of the page map before them (fixed_size at level 1: 130 M pairs/s
  * through the entry, 168 M so).  The caller knows that the SuperSlab is
- * hakmem's, from the page map (level 1's free, which has the page
- * from the region offset, reads the two tables itself). */
-static inline struct hak_slab *hak_superslab_page_slab(const void *ptr)
+ * hakmem's, from the SuperSlab region or the page map; page is ptr's
+ * (hak_superslab_page), which free in the region has from its offset
+ * there without a copy of ptr. */
+static inline struct hak_slab *hak_superslab_page_slab(const void *ptr, size_t page)
 {
-    return hak_superslab_at(ptr)->page_slab[hak_superslab_page(ptr)];
+    return hak_superslab_at(ptr)->page_slab[page];
 }
 
 /* The class of ptr's slab in the SuperSlab that holds it, read beside the
@@ -105,16 +106,16 @@ static inline struct hak_slab *hak_superslab_page_slab(const void *ptr)
  * through the slab, 165-183 M so).  A slab takes a class only while it
  * holds no block, so the two differ only under a free of a block that is
  * not live, as the slab's other fields may then be torn too. */
-static inline size_t hak_superslab_page_class(const void *ptr)
+static inline size_t hak_superslab_page_class(const void *ptr, size_t page)
 {
-    return hak_superslab_at(ptr)->page_cls[hak_superslab_page(ptr)];
+    return hak_superslab_at(ptr)->page_cls[page];
 }
 
 /* The slab of ptr's page in a fast-route chunk, whose entry is positive. */
 static inline struct hak_slab *hak_fast_slab(uintptr_t entry, const void *ptr)
 {
     if (HAK_LIKELY(entry & HAK_MAP_SUPERSLAB))
-        return hak_superslab_page_slab(ptr);
+        return hak_superslab_page_slab(ptr, hak_superslab_page(ptr));
     return hak_unit_slab(entry, ptr);
 }
 

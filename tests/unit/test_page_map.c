@@ -208,10 +208,11 @@ static bool check_fast_slabs(struct hak_chunk_head *chunk)
             return true;
         }
         if (chunk->kind == HAK_CHUNK_SUPERSLAB && fast->kind == HAK_SLAB_SMALL &&
-            fast->free_node != HAK_NO_NODE && hak_superslab_page_class(page) != fast->cls) {
+            fast->free_node != HAK_NO_NODE &&
+            hak_superslab_page_class(page, hak_superslab_page(page)) != fast->cls) {
             CHECK(false, "page %zu of a SuperSlab: free would take class %u, its slab's is %u",
-                  (size_t)(page - (char *)chunk) / HAK_PAGE_SIZE, hak_superslab_page_class(page),
-                  fast->cls);
+                  (size_t)(page - (char *)chunk) / HAK_PAGE_SIZE,
+                  hak_superslab_page_class(page, hak_superslab_page(page)), fast->cls);
             return true;
         }
     }
