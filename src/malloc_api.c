@@ -164,8 +164,8 @@ HAK_API void hak_free(void *ptr)
     if (HAK_LIKELY(entry & HAK_MAP_SUPERSLAB)) {
         free_superslab_block(ptr, hak_superslab_page(ptr));
     } else {
-        struct hak_slab *slab = hak_unit_slab(entry, ptr);
-        hak_heap_free(slab, slab->cls, ptr, hak_slab_block_offset(slab, ptr));
+        uint32_t info = hak_arena_page_info(ptr, hak_arena_page(ptr));
+        hak_heap_free_in_page(info, ptr, hak_page_info_offset(info, ptr));
     }
 }
 

@@ -79,7 +79,7 @@ static struct hak_slab *map_chunk(unsigned node, bool huge)
     struct hak_slab *span = hak_span_desc_alloc();
     if (!span)
         return NULL;
-    struct hak_arena_chunk *chunk = hak_os_map_aligned(HAK_ARENA_CHUNK_SIZE, HAK_CHUNK_SIZE);
+    struct hak_arena_chunk *chunk = hak_os_map_aligned(HAK_ARENA_CHUNK_SIZE, HAK_ARENA_CHUNK_SIZE);
     if (!chunk) {
         hak_span_desc_free(span);
         return NULL;
@@ -94,8 +94,10 @@ static struct hak_slab *map_chunk(unsigned node, bool huge)
     chunk->head.node = node;
     chunk->head.map_size = HAK_ARENA_CHUNK_SIZE;
     chunk->head.route = hak_harden.route;
-    for (unsigned p = 0; p < HAK_ARENA_HEADER_PAGES; p++)
+    for (unsigned p = 0; p < HAK_ARENA_HEADER_PAGES; p++) {
         chunk->page_slab[p] = &hak_invalid_slab;
+        chunk->page_info[p] = HAK_PAGE_INFO_NONE;
+    }
     if (!hak_page_map_set(chunk, HAK_ARENA_CHUNK_SIZE, &chunk->head)) {
         hak_os_unmap(chunk, HAK_ARENA_CHUNK_SIZE);
         hak_span_desc_free(span);

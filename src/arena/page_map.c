@@ -7,15 +7,10 @@
 
 _Atomic uintptr_t hak_page_map_top[1 << HAK_MAP_TOP_BITS];
 
-/* What page_map.h's biases take off a leaf's address and a page table's. */
+/* What page_map.h's bias takes off a leaf's address. */
 static uintptr_t leaf_bias(uintptr_t top)
 {
     return (top << HAK_MAP_LEAF_BITS) * sizeof(uintptr_t);
-}
-
-static uintptr_t table_bias(uintptr_t unit)
-{
-    return (unit << (HAK_CHUNK_SHIFT - HAK_PAGE_SHIFT)) * sizeof(struct hak_slab *);
 }
 
 /* The leaf of units top << HAK_MAP_LEAF_BITS on, or NULL. */
@@ -49,17 +44,14 @@ static hak_map_leaf *leaf_for(uintptr_t unit)
     return leaf;
 }
 
-/* page_map.h: what free() finds for the unit of chunk. */
-static uintptr_t entry_for(struct hak_chunk_head *chunk, uintptr_t unit)
+/* page_map.h: what free() finds for chunk's units. */
+static uintptr_t entry_for(struct hak_chunk_head *chunk)
 {
     if (!chunk)
         return 0;
     if (chunk->route != HAK_ROUTE_FAST)
         return (uintptr_t)chunk | HAK_MAP_ROUTED;
-    size_t first_page = ((unit << HAK_CHUNK_SHIFT) - (uintptr_t)chunk) >> HAK_PAGE_SHIFT;
-    uintptr_t table = (uintptr_t) & ((struct hak_chunk *)chunk)->page_slab[first_page];
-    return (table - table_bias(unit)) |
-           (chunk->kind == HAK_CHUNK_SUPERSLAB ? HAK_MAP_SUPERSLAB : 0);
+    return (uintptr_t)chunk | (chunk->kind == HAK_CHUNK_SUPERSLAB ? HAK_MAP_SUPERSLAB : 0);
 }
 
 static bool set_range(void *base, size_t size, struct hak_chunk_head *chunk)
@@ -70,8 +62,8 @@ static bool set_range(void *base, size_t size, struct hak_chunk_head *chunk)
         hak_map_leaf *leaf = chunk ? leaf_for(unit) : leaf_at(unit >> HAK_MAP_LEAF_BITS);
         if (!leaf)
             return false;
-        atomic_store_explicit(&(*leaf)[unit & ((1u << HAK_MAP_LEAF_BITS) - 1)],
-                              entry_for(chunk, unit), memory_order_release);
+        atomic_store_explicit(&(*leaf)[unit & ((1u << HAK_MAP_LEAF_BITS) - 1)], entry_for(chunk),
+                              memory_order_release);
     }
     return true;
 }

@@ -11,16 +11,14 @@
 #define HAK_MAP_TOP_BITS (HAK_MAP_ADDRESS_BITS - HAK_CHUNK_SHIFT - HAK_MAP_LEAF_BITS)
 
 /* An entry says how free() treats the 2 MiB unit.  For a chunk whose blocks
- * take the level-1 fast route (chunk->route is HAK_ROUTE_FAST) it points at
- * the chunk's page table, so that a page's slab is one load away with no
- * load of the chunk's head: it is the address of the table's entry for the
- * unit's first page less 8 bytes for every page below the unit, so that the
- * table is indexed by the page's number in the address space, with no mask
- * (hak_unit_slab); such an entry is positive.  A SuperSlab's has
- * HAK_MAP_SUPERSLAB set as well (hak_fast_slab).  Any other chunk's entry is
- * its address with HAK_MAP_ROUTED set, which makes it negative, and memory
- * hakmem does not own has 0: one test (entry <= 0) sends both off the fast
- * path.
+ * take the level-1 fast route (chunk->route is HAK_ROUTE_FAST) it is the
+ * chunk's address, positive; a SuperSlab's has HAK_MAP_SUPERSLAB set as
+ * well.  free then finds the page's slab, or its word, from the address
+ * alone (hak_superslab_page_slab, hak_arena_page_info): SuperSlabs and
+ * arena chunks are as aligned as they are big, so those loads wait on no
+ * load of the map's.  Any other chunk's entry is its address with
+ * HAK_MAP_ROUTED set, which makes it negative, and memory hakmem does not
+ * own has 0: one test (entry <= 0) sends both off the fast path.
  *
  * A top entry is its leaf's address less 8 bytes for every unit below the
  * leaf's first, so that a leaf too is indexed by the whole unit number; 0
@@ -45,20 +43,10 @@ static inline uintptr_t hak_page_map_entry(const void *ptr)
                                 memory_order_relaxed);
 }
 
-/* The page-table address a fast chunk's entry for ptr's unit encodes. */
-static inline uintptr_t hak_unit_page_table(uintptr_t entry, const void *ptr)
-{
-    uintptr_t unit_page = ((uintptr_t)ptr >> HAK_CHUNK_SHIFT) << (HAK_CHUNK_SHIFT - HAK_PAGE_SHIFT);
-    return (entry & ~HAK_MAP_SUPERSLAB) + unit_page * sizeof(struct hak_slab *);
-}
-
 static inline struct hak_chunk_head *hak_page_map_lookup(const void *ptr)
 {
-    uintptr_t entry = hak_page_map_entry(ptr);
-    if ((intptr_t)entry <= 0)
-        return (struct hak_chunk_head *)(entry & ~HAK_MAP_ROUTED);
-    /* The table lies in the chunk's first unit; chunks are aligned. */
-    return (struct hak_chunk_head *)(hak_unit_page_table(entry, ptr) & ~(HAK_CHUNK_SIZE - 1));
+    return (struct hak_chunk_head *)(hak_page_map_entry(ptr) &
+                                     ~(HAK_MAP_ROUTED | HAK_MAP_SUPERSLAB));
 }
 
 /* The slab of a block in a SuperSlab or arena chunk. */
@@ -66,13 +54,6 @@ static inline struct hak_slab *hak_chunk_slab(struct hak_chunk_head *chunk, cons
 {
     size_t page = ((uintptr_t)ptr - (uintptr_t)chunk) >> HAK_PAGE_SHIFT;
     return ((struct hak_chunk *)chunk)->page_slab[page];
-}
-
-/* The same from the entry for ptr's unit of a fast arena chunk. */
-static inline struct hak_slab *hak_unit_slab(uintptr_t entry, const void *ptr)
-{
-    return *(struct hak_slab *const *)(entry + ((uintptr_t)ptr >> HAK_PAGE_SHIFT) *
-                                                   sizeof(struct hak_slab *));
 }
 
 /* The SuperSlab that holds ptr, an aligned unit, and ptr's page in it. */
@@ -111,12 +92,35 @@ static inline size_t hak_superslab_page_class(const void *ptr, size_t page)
     return hak_superslab_at(ptr)->page_cls[page];
 }
 
+/* The same for an arena chunk, which is as aligned as it is big: its page
+ * table too is at a fixed place, and free's loads of the slab and class
+ * wait on no load of the page map's. */
+static inline const struct hak_arena_chunk *hak_arena_chunk_at(const void *ptr)
+{
+    return (const struct hak_arena_chunk *)((uintptr_t)ptr & ~(HAK_ARENA_CHUNK_SIZE - 1));
+}
+
+static inline size_t hak_arena_page(const void *ptr)
+{
+    return ((uintptr_t)ptr >> HAK_PAGE_SHIFT) % HAK_ARENA_PAGES;
+}
+
+static inline struct hak_slab *hak_arena_page_slab(const void *ptr, size_t page)
+{
+    return hak_arena_chunk_at(ptr)->page_slab[page];
+}
+
+static inline uint32_t hak_arena_page_info(const void *ptr, size_t page)
+{
+    return hak_arena_chunk_at(ptr)->page_info[page];
+}
+
 /* The slab of ptr's page in a fast-route chunk, whose entry is positive. */
 static inline struct hak_slab *hak_fast_slab(uintptr_t entry, const void *ptr)
 {
     if (HAK_LIKELY(entry & HAK_MAP_SUPERSLAB))
         return hak_superslab_page_slab(ptr, hak_superslab_page(ptr));
-    return hak_unit_slab(entry, ptr);
+    return hak_arena_page_slab(ptr, hak_arena_page(ptr));
 }
 
 /* Maps [base, base + size) to chunk; base is 2 MiB aligned.  The entry

@@ -24,6 +24,20 @@ static struct hak_slab **page_entry(const struct hak_slab *slab, const char *add
     return &chunk->page_slab[((uintptr_t)addr - (uintptr_t)chunk) >> HAK_PAGE_SHIFT];
 }
 
+/* The words for free of the arena chunk's pages that hold carved blocks
+ * (struct hak_arena_chunk): set as the page table learns of the blocks, so
+ * that a pointer into pages not carved yet, like one into a level-2 guard
+ * page, keeps the word of a span and leaves the fast path. */
+static void set_page_info(const struct hak_slab *slab, const char *from, const char *to)
+{
+    struct hak_arena_chunk *chunk = (struct hak_arena_chunk *)slab->chunk;
+    uint32_t info = hak_page_info(slab->cls, slab->free_node,
+                                  ((uintptr_t)slab->start - (uintptr_t)chunk) >> HAK_PAGE_SHIFT);
+    size_t last = ((uintptr_t)to - 1 - (uintptr_t)chunk) >> HAK_PAGE_SHIFT;
+    for (size_t page = ((uintptr_t)from - (uintptr_t)chunk) >> HAK_PAGE_SHIFT; page <= last; page++)
+        chunk->page_info[page] = info;
+}
+
 /* The page table learns of blocks as they are carved: pages with a block
  * start map to the slab, pages inside a block bigger than a page to
  * hak_interior_slab.  Pages not carved yet keep hak_invalid_slab.  Either
@@ -47,6 +61,8 @@ static void map_carved(struct hak_slab *slab, char *from, char *to)
     }
     for (struct hak_slab **last = page_entry(slab, to - 1); next <= last;)
         *next++ = &hak_interior_slab;
+    if (slab->chunk->kind == HAK_CHUNK_ARENA)
+        set_page_info(slab, from, to);
     /* Free blocks are memcheck's no-go area but for their link and tag. */
     if (hak_harden.memcheck)
         for (char *block = from; block < to; block += size)
@@ -70,6 +86,7 @@ void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, unsigned cls
     if (slab->chunk->kind == HAK_CHUNK_SUPERSLAB)
         memset(&hak_superslab_of(slab)->page_cls[hak_superslab_index(slab) * HAK_SLAB_PAGES],
                (int)cls, HAK_SLAB_PAGES);
+
     slab->free_node = slab->node;
     slab->free = NULL;
     slab->used = 0;

@@ -55,13 +55,16 @@ static inline struct hak_slab *hak_span_bins_fit(const struct hak_span_bins *bin
     return bins->by_pages[word * 64 + (unsigned)__builtin_ctzll(bits)];
 }
 
-/* Points pages [first, first + count) of span's chunk at span, so that a
- * free there, or a neighbour looking for it, finds it. */
+/* Points pages [first, first + count) of span's arena chunk at span, so
+ * that a free there, or a neighbour looking for it, finds it; their words
+ * for free say they serve no blocks. */
 static inline void hak_span_map_pages(struct hak_slab *span, uint32_t first, uint32_t count)
 {
-    struct hak_chunk *chunk = (struct hak_chunk *)span->chunk;
-    for (uint32_t p = first; p < first + count; p++)
+    struct hak_arena_chunk *chunk = (struct hak_arena_chunk *)span->chunk;
+    for (uint32_t p = first; p < first + count; p++) {
         chunk->page_slab[p] = span;
+        chunk->page_info[p] = HAK_PAGE_INFO_NONE;
+    }
 }
 
 #endif

@@ -204,6 +204,19 @@ static void return_run(struct hak_heap *heap, struct hak_slab *slab, void *head,
 
 /* ---- checks (issue 7) ---- */
 
+/* The slab of a block hakmem handed out. */
+static struct hak_slab *slab_of(void *block)
+{
+    return hak_chunk_slab(hak_page_map_lookup(block), block);
+}
+
+/* slab, or where the fast path passed none (hak_heap_free_in_page) the
+ * block's. */
+static struct hak_slab *given_or_own_slab(struct hak_slab *slab, void *block)
+{
+    return slab ? slab : slab_of(block);
+}
+
 static char *class_note(char note[16], unsigned cls)
 {
     memcpy(note, "class ", 6);
@@ -267,6 +280,7 @@ static void check_block(struct hak_slab *slab, void *block)
 /* noipa: so that no caller learns that it never returns (thread_heap.h). */
 __attribute__((noipa)) void hak_heap_free_invalid(void *block, struct hak_slab *slab)
 {
+    slab = given_or_own_slab(slab, block);
     if (hak_block_tagged_free(block))
         hak_fatal_double_free(block, slab->cls);
     check_block(slab, block);
@@ -819,12 +833,6 @@ void *hak_heap_refill(size_t size, size_t cls)
     return block;
 }
 
-/* The slab of a block hakmem handed out. */
-static struct hak_slab *slab_of(void *block)
-{
-    return hak_chunk_slab(hak_page_map_lookup(block), block);
-}
-
 /* The exact test of check_block for a block of the slab found before:
  * inside its carved blocks and at a block's start (a multiply by the
  * class's magic number instead of a division). */
@@ -882,6 +890,7 @@ static __attribute__((noreturn, cold)) void refuse_cached(struct hak_slab *slab,
 void hak_heap_flush(void *block, size_t cls, struct hak_slab *slab)
 {
     struct hak_heap *heap = hak_tls.heap;
+    slab = given_or_own_slab(slab, block);
     if (HAK_UNLIKELY(!heap->flushed_last[cls] ||
                      atomic_load_explicit(&slab->owner, memory_order_relaxed) != heap)) {
         flush_half(heap, cls);
@@ -947,6 +956,7 @@ static void send_home(struct hak_heap *heap, struct hak_slab *slab, void *block)
 
 void hak_heap_free_other(void *block, struct hak_slab *slab)
 {
+    slab = given_or_own_slab(slab, block);
     if (slab->kind == HAK_SLAB_NODE_BLOCK) {
         hak_node_block_free(slab, block);
         return;

@@ -37,7 +37,8 @@ void *hak_heap_refill(size_t size, size_t cls);
 /* The cache of cls is full; its first block, just freed, is slab's and
  * starts one of its blocks (hak_heap_free tested it).  The block comes
  * first in these calls, as it comes to free: the fast path then need not
- * move it out of the register that passes it. */
+ * move it out of the register that passes it.  Here and in the two calls
+ * after the next, slab may be NULL, for the block's own. */
 void hak_heap_flush(void *block, size_t cls, struct hak_slab *slab);
 /* The same for level 0, whose fast path tests nothing. */
 void hak_heap_flush_plain(void *block, size_t cls, struct hak_slab *slab);
@@ -132,6 +133,15 @@ static inline void *hak_heap_alloc(size_t cls, size_t size)
     return hak_heap_refill(size, cls);
 }
 
+/* A tested block into the cache of cls; true when it is full. */
+static inline bool hak_heap_push(struct hak_thread *self, size_t cls, void *block)
+{
+    hak_block_tag_free(block);
+    hak_link_set(block, self->head[cls]);
+    self->head[cls] = block;
+    return hak_heap_count_free(self, cls);
+}
+
 /* cls: the slab's, where the caller can know it without a load of the
  * slab (hak_superslab_page_class): the address of the cache's head then
  * waits on no load of slab, whose fields only steer the branches.  offset:
@@ -147,11 +157,29 @@ static inline void hak_heap_free(struct hak_slab *slab, size_t cls, void *block,
         hak_heap_free_invalid(block, slab);
         return;
     }
-    hak_block_tag_free(block);
-    hak_link_set(block, self->head[cls]);
-    self->head[cls] = block;
-    if (HAK_UNLIKELY(hak_heap_count_free(self, cls)))
+    if (HAK_UNLIKELY(hak_heap_push(self, cls, block)))
         hak_heap_flush(block, cls, slab);
+}
+
+/* The same for a block of an arena chunk, from its page's word
+ * (hak_page_info), with no load of its slab: the slow paths look the slab
+ * up, and so does the flush, which also refuses a block past those the
+ * slab has carved (in a page the slab has not carved yet, which the word
+ * does not tell from the others). */
+static inline void hak_heap_free_in_page(uint32_t info, void *block, uint32_t offset)
+{
+    struct hak_thread *self = hak_my_thread();
+    size_t cls = hak_page_info_class(info);
+    if (HAK_UNLIKELY(hak_page_info_node(info) != self->node)) {
+        hak_heap_free_other(block, NULL);
+        return;
+    }
+    if (HAK_UNLIKELY(!hak_class_divides(cls, offset) || hak_block_tagged_free(block))) {
+        hak_heap_free_invalid(block, NULL);
+        return;
+    }
+    if (HAK_UNLIKELY(hak_heap_push(self, cls, block)))
+        hak_heap_flush(block, cls, NULL);
 }
 
 /* Level 0: the same without the checks, the tag and the encoding. */

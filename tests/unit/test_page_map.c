@@ -2,6 +2,7 @@
  * come from reservations this test makes with PROT_NONE: real address space
  * that nobody else maps, and that no lookup may touch. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "arena/page_map.h"
 #include "arena/superslab.h"
@@ -185,6 +186,38 @@ static void test_superslab_region(void)
           "the region holds the address past its last SuperSlab");
 }
 
+/* free() takes a Mid or L25 block's class, node and offset in its slab
+ * from its page's word (hak_page_info), found from the address alone: on
+ * a page whose blocks have been carved, the slab's; on every other page
+ * but one inside a carved block, none.  fast: the page's slab. */
+static bool check_page_info(struct hak_chunk_head *chunk, char *page, const struct hak_slab *fast)
+{
+    size_t number = (size_t)(page - (char *)chunk) / HAK_PAGE_SIZE;
+    CHECK(hak_arena_chunk_at(page) == (const struct hak_arena_chunk *)chunk,
+          "page %zu of an arena chunk at %p finds its chunk at %p", number, (void *)chunk,
+          (const void *)hak_arena_chunk_at(page));
+    uint32_t info = hak_arena_page_info(page, hak_arena_page(page));
+    bool serves = fast->free_node != HAK_NO_NODE &&
+                  (fast->kind == HAK_SLAB_MID || fast->kind == HAK_SLAB_L25);
+    if (serves) {
+        CHECK(hak_page_info_node(info) == fast->free_node &&
+                  hak_page_info_class(info) == fast->cls &&
+                  hak_page_info_offset(info, fast->start) == 0,
+              "page %zu of an arena chunk: free would take node %u, class %zu and the slab at "
+              "page %u; its slab's are %u, %u and %zu",
+              number, hak_page_info_node(info), hak_page_info_class(info), (uint16_t)info,
+              fast->free_node, fast->cls,
+              (size_t)((char *)fast->start - (char *)chunk) / HAK_PAGE_SIZE);
+        return serves;
+    }
+    if (fast != &hak_interior_slab)
+        CHECK(hak_page_info_node(info) == HAK_NO_NODE,
+              "page %zu of an arena chunk, in no slab that serves blocks (kind %u), sends free "
+              "to the cache of node %u",
+              number, fast->kind, hak_page_info_node(info));
+    return !(hak_page_info_node(info) != HAK_NO_NODE && fast != &hak_interior_slab);
+}
+
 /* free() finds a page's slab from the unit's entry (hak_fast_slab), a
  * SuperSlab's from the address alone: on every page of a fast-route chunk,
  * the slab the chunk's page table gives, and in a SuperSlab the class of
@@ -215,6 +248,8 @@ static bool check_fast_slabs(struct hak_chunk_head *chunk)
                   hak_superslab_page_class(page, hak_superslab_page(page)), fast->cls);
             return true;
         }
+        if (chunk->kind == HAK_CHUNK_ARENA && !check_page_info(chunk, page, fast))
+            return true;
     }
     return true;
 }
@@ -246,6 +281,38 @@ static void test_own_blocks(void)
               fast_chunks[HAK_CHUNK_SUPERSLAB], fast_chunks[HAK_CHUNK_ARENA]);
 }
 
+/* Once Mid and L25 slabs have gone back to the HotSpanBox or the
+ * PageArena, their pages' words send free off the fast path again.  A
+ * block of each size stays, so that its chunk is not unmapped. */
+static void test_page_info_after_release(void)
+{
+    enum { BLOCKS = 48 };
+    static const size_t sizes[] = {3000, 20000, 100000, 700000};
+    char *blocks[BLOCKS];
+    for (size_t i = 0; i < BLOCKS; i++) {
+        blocks[i] = malloc(sizes[i % 4]);
+        if (!blocks[i])
+            hard_error("malloc(%zu) failed", sizes[i % 4]);
+        memset(blocks[i], 1, 64);
+    }
+    struct hak_chunk_head *chunks[BLOCKS];
+    for (size_t i = 0; i < BLOCKS; i++) {
+        chunks[i] = hak_page_map_lookup(blocks[i]);
+        check_fast_slabs(chunks[i]);
+    }
+    for (size_t i = 4; i < BLOCKS; i++)
+        free(blocks[i]);
+    unsigned released = 0;
+    for (size_t i = 4; i < BLOCKS; i++) {
+        check_fast_slabs(chunks[i]);
+        released += hak_chunk_slab(chunks[i], blocks[i])->free_node == HAK_NO_NODE;
+    }
+    if (hak_harden.route == HAK_ROUTE_FAST)
+        CHECK(released > 0, "no slab of the %d blocks freed went back to a span", BLOCKS - 4);
+    for (size_t i = 0; i < 4; i++)
+        free(blocks[i]);
+}
+
 int main(void)
 {
     unit_watchdog();
@@ -256,5 +323,6 @@ int main(void)
     test_addresses_never_mapped();
     test_own_blocks();
     test_superslab_region();
+    test_page_info_after_release();
     return test_result("test_page_map");
 }
