@@ -12,6 +12,28 @@
 
 const uint8_t hak_small_class_of[HAK_SMALL_MAX / 8 + 1] = {S64(0), S64(64), SMALL_OF(1024)};
 
+/* The Mid and L25 classes by (size - 1) / 256: every bound between them is
+ * a multiple of 256, a quarter of a doubling from 1 KiB on, so a 256-byte
+ * step of sizes lies in one class.  A load where the arithmetic took seven
+ * instructions (a count of leading zeros, a shift by it, a mask).  m: a
+ * size less one, from 1024; below (the entries for 1 KiB and less, which
+ * hak_mid_class never reads) it counts as 1024. */
+#define LOG2_FROM_1K(m) ((m) >> 19 ? 19u : (m) >> 18 ? 18u : (m) >> 17 ? 17u : (m) >> 16 ? 16u \
+                         : (m) >> 15 ? 15u : (m) >> 14 ? 14u : (m) >> 13 ? 13u : (m) >> 12 ? 12u \
+                         : (m) >> 11 ? 11u : 10u)
+#define MID_OF(m) (HAK_FIRST_MID + (LOG2_FROM_1K(m) - 10) * 4 + \
+                   (((m) >> (LOG2_FROM_1K(m) - 2)) & 3))
+#define M4(i) MID_OF((i) * 256u), MID_OF((i) * 256u + 256), MID_OF((i) * 256u + 512), \
+              MID_OF((i) * 256u + 768)
+#define M16(i) M4(i), M4((i) + 4), M4((i) + 8), M4((i) + 12)
+#define M64(i) M16(i), M16((i) + 16), M16((i) + 32), M16((i) + 48)
+#define M256(i) M64(i), M64((i) + 64), M64((i) + 128), M64((i) + 192)
+#define M1024(i) M256(i), M256((i) + 256), M256((i) + 512), M256((i) + 768)
+
+const uint8_t hak_mid_class_of[HAK_L25_MAX / 256] = {
+    M1024(0), M1024(1024), M1024(2048), M1024(3072),
+};
+
 /* Quarter steps: class k of a doubling from 2^e serves up to (5+k) << (e-2),
  * its blocks colour bytes longer but for the power of two; F of each. */
 #define STEPS(F, e, colour) F((5u << ((e) - 2)) + (colour)), F((6u << ((e) - 2)) + (colour)), \

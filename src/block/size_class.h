@@ -6,6 +6,7 @@
 
 /* Small classes by (size + 7) / 8, for sizes up to 1 KiB. */
 extern const uint8_t hak_small_class_of[HAK_SMALL_MAX / 8 + 1] HAK_SHARED;
+extern const uint8_t hak_mid_class_of[HAK_L25_MAX / 256] HAK_SHARED;
 extern const uint32_t hak_class_size[HAK_NUM_CLASSES] HAK_SHARED;
 /* For hak_class_divides (size_class.c). */
 extern const uint64_t hak_class_divide_magic[HAK_NUM_CLASSES] HAK_SHARED;
@@ -21,13 +22,10 @@ static inline unsigned hak_small_class(size_t size)
     return hak_small_class_of[(size + 7) >> 3];
 }
 
-/* For 1 KiB < size <= 1 MiB: four classes per doubling. */
+/* For 1 KiB < size <= 1 MiB: four classes per doubling (size_class.c). */
 static inline unsigned hak_mid_class(size_t size)
 {
-    size_t s = size - 1;
-    unsigned log = 63 - (unsigned)__builtin_clzl(s);
-    unsigned quarter = (unsigned)(s >> (log - 2)) & 3;
-    return HAK_FIRST_MID + (log - 10) * 4 + quarter;
+    return hak_mid_class_of[(size - 1) >> 8];
 }
 
 static inline unsigned hak_class_of(size_t size)
