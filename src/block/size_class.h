@@ -54,7 +54,7 @@ static inline uint32_t hak_class_align(unsigned cls)
 
 /* Whether offset is a multiple of the class's block size, without a
  * division. */
-static inline bool hak_class_divides(unsigned cls, uint32_t offset)
+static inline bool hak_class_divides(size_t cls, uint32_t offset)
 {
     uint64_t magic = hak_class_divide_magic[cls];
     return offset * magic < magic;
