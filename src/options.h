@@ -30,6 +30,7 @@ struct hak_options {
     char stats_file[HAK_OPTION_PATH_MAX]; /* where it goes ("": stderr); %p: the pid */
     uint32_t huge_pages;                  /* enum hak_huge_mode: transparent huge pages */
     uint32_t harden;                      /* hardening level 0, 1 or 2 (harden.h) */
+    bool hot_bytes_fixed;                 /* set by mallopt: the HotSpanBox budget does not grow */
 };
 
 extern struct hak_options hak_options;
@@ -69,9 +70,17 @@ static inline size_t hak_options_hot_bytes(void)
     return __atomic_load_n(&hak_options.hot_bytes, __ATOMIC_RELAXED);
 }
 
+/* As glibc's thresholds stop adapting once a program sets one, the
+ * HotSpanBox budget stops growing past bytes. */
 static inline void hak_options_set_hot_bytes(size_t bytes)
 {
     __atomic_store_n(&hak_options.hot_bytes, bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&hak_options.hot_bytes_fixed, true, __ATOMIC_RELAXED);
+}
+
+static inline bool hak_options_hot_bytes_fixed(void)
+{
+    return __atomic_load_n(&hak_options.hot_bytes_fixed, __ATOMIC_RELAXED);
 }
 
 #endif

@@ -25,6 +25,7 @@ static const char *const counter_names[HAK_STAT_COUNT] = {
     [HAK_STAT_LARGE_ALLOCS] = "large_allocs",
     [HAK_STAT_HOT_HITS] = "hot_span_hits",
     [HAK_STAT_HOT_EVICTIONS] = "hot_span_evictions",
+    [HAK_STAT_HOT_BUDGET_GROWTHS] = "hot_budget_growths",
     [HAK_STAT_ABANDONED_SLABS] = "slabs_abandoned",
     [HAK_STAT_ADOPTED_SLABS] = "slabs_adopted",
     [HAK_STAT_THREADS] = "thread_heaps",

@@ -1,8 +1,10 @@
 /* The HotSpanBox: spans freed recently stay mapped and resident, and are
  * handed out again before the PageArena touches a fresh page.  Neighbouring
  * hot spans merge, and a longer one is cut for a shorter request.  Bounded
- * by a byte budget and by age (HAKMEM_HOT_BYTES, HAKMEM_DECAY_MS); what
- * falls out is decommitted and returned to the PageArena. */
+ * by a byte budget, which grows for a program that asks again for what it
+ * gave back (hot_span_box.c), and by age (HAKMEM_HOT_BYTES,
+ * HAKMEM_DECAY_MS); what falls out is decommitted and returned to the
+ * PageArena. */
 #ifndef HAK_HOT_SPAN_BOX_H
 #define HAK_HOT_SPAN_BOX_H
 

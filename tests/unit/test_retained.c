@@ -274,6 +274,102 @@ static void test_growth_releases_stale_spans(void)
     hak_options.hot_bytes = hot_bytes;
 }
 
+/* Spans of SPAN_PAGES from the PageArena put in node 0's box, each after
+ * a fence kept out of it (spans the box gives back, cut again, may yet
+ * lie side by side and merge). */
+enum { SPAN_PAGES = 4, MAX_PUT = 80 };
+static struct hak_slab *fences[MAX_PUT];
+static unsigned fence_count;
+
+static void put_span(void)
+{
+    struct hak_slab *fence = hak_page_arena_alloc(0, 1);
+    struct hak_slab *span = hak_page_arena_alloc(0, SPAN_PAGES);
+    if (!fence || !span || fence_count == MAX_PUT)
+        hard_error("cannot take span %u from the PageArena", fence_count);
+    fences[fence_count++] = fence;
+    hak_hot_span_put(span);
+}
+
+static size_t hot_pages(void)
+{
+    uint64_t count = 0;
+    return hak_hot_span_retained(0, &count) / HAK_PAGE_SIZE;
+}
+
+/* Puts spans until the box evicts some for want of room, then asks for a
+ * span none of them can serve: the budget doubles.  Returns the pages the
+ * box held before the eviction, all it had room for. */
+static size_t squeeze_then_miss(void)
+{
+    uint64_t evictions = counter(HAK_STAT_HOT_EVICTIONS);
+    size_t held = 0;
+    while (counter(HAK_STAT_HOT_EVICTIONS) == evictions) {
+        held = hot_pages();
+        put_span();
+    }
+    uint32_t longer = (uint32_t)hot_pages() + 1; /* than the spans put, even merged */
+    CHECK(hak_hot_span_take(0, longer) == NULL, "a span of %u pages was found", longer);
+    return held;
+}
+
+/* The budget doubles when the box misses right after it gave spans back
+ * for want of room, up to 8 times HAKMEM_HOT_BYTES, and halves when spans
+ * age out; a budget the program set with mallopt stays. */
+static void test_hot_budget_grows(void)
+{
+    enum { BUDGET_PAGES = 2 * SPAN_PAGES };
+    uint64_t decay_ms = hak_options.decay_ms;
+    size_t hot_bytes = hak_options.hot_bytes;
+    hak_hot_span_release_all(0);
+    hak_options.decay_ms = 16 * 10000; /* squeezes count for 10 s */
+    hak_options.hot_bytes = BUDGET_PAGES * HAK_PAGE_SIZE;
+
+    uint64_t growths = counter(HAK_STAT_HOT_BUDGET_GROWTHS);
+    size_t held = squeeze_then_miss();
+    CHECK(held == BUDGET_PAGES, "the box held %zu pages before it evicted, not its budget's %d",
+          held, BUDGET_PAGES);
+    CHECK(counter(HAK_STAT_HOT_BUDGET_GROWTHS) == growths + 1,
+          "the budget grew %llu times after a squeeze and a miss, not once",
+          (unsigned long long)(counter(HAK_STAT_HOT_BUDGET_GROWTHS) - growths));
+    held = squeeze_then_miss();
+    CHECK(held == 2 * BUDGET_PAGES, "after one doubling the box held %zu pages, not %d", held,
+          2 * BUDGET_PAGES);
+    for (int i = 0; i < 3; i++)
+        squeeze_then_miss();
+    CHECK(counter(HAK_STAT_HOT_BUDGET_GROWTHS) == growths + 3,
+          "the budget doubled %llu times, not at most 3",
+          (unsigned long long)(counter(HAK_STAT_HOT_BUDGET_GROWTHS) - growths));
+    held = squeeze_then_miss();
+    CHECK(held == 8 * BUDGET_PAGES, "at its largest the budget held %zu pages, not %d", held,
+          8 * BUDGET_PAGES);
+
+    /* Spans that age out take a doubling with them. */
+    hak_options.decay_ms = 0;
+    hak_hot_span_release_aged(0);
+    hak_options.decay_ms = 16 * 10000;
+    held = squeeze_then_miss();
+    CHECK(held == 4 * BUDGET_PAGES, "after spans aged out the box held %zu pages, not %d", held,
+          4 * BUDGET_PAGES);
+
+    /* mallopt(M_TRIM_THRESHOLD) fixes it, as it does glibc's. */
+    hak_hot_span_release_all(0);
+    hak_options_set_hot_bytes(BUDGET_PAGES * HAK_PAGE_SIZE);
+    growths = counter(HAK_STAT_HOT_BUDGET_GROWTHS);
+    squeeze_then_miss();
+    CHECK(counter(HAK_STAT_HOT_BUDGET_GROWTHS) == growths,
+          "a budget set with mallopt grew after a squeeze and a miss");
+
+    hak_options.hot_bytes_fixed = false;
+    hak_hot_span_release_all(0);
+    for (unsigned i = 0; i < fence_count; i++)
+        hak_hot_span_put(fences[i]);
+    hak_hot_span_release_all(0);
+    fence_count = 0;
+    hak_options.decay_ms = decay_ms;
+    hak_options.hot_bytes = hot_bytes;
+}
+
 static size_t address_space(void)
 {
     FILE *statm = fopen("/proc/self/statm", "r");
@@ -354,6 +450,7 @@ int main(int argc, char **argv)
     CHECK(!limited || !region, "a SuperSlab region reserved under an address-space limit");
     test_spare_superslabs(region);
     test_growth_releases_stale_spans();
+    test_hot_budget_grows();
     if (!region)
         return test_result("test_retained without a region");
     test_limit_below_reservation();
