@@ -142,18 +142,17 @@ static inline bool hak_heap_push(struct hak_thread *self, size_t cls, void *bloc
     return hak_heap_count_free(self, cls);
 }
 
-/* cls: the slab's, where the caller can know it without a load of the
- * slab (hak_superslab_page_class): the address of the cache's head then
- * waits on no load of slab, whose fields only steer the branches.  offset:
- * the block's from the slab's start (hak_superslab_block_offset). */
-static inline void hak_heap_free(struct hak_slab *slab, size_t cls, void *block, uint32_t offset)
+/* The fast path's end, once free knows whether block's slab frees to this
+ * thread's node (mine) and whether block starts one of its blocks
+ * (starts); slab may be NULL for the slow paths to look it up. */
+static inline void hak_heap_free_tested(struct hak_thread *self, bool mine, bool starts, size_t cls,
+                                        void *block, struct hak_slab *slab)
 {
-    struct hak_thread *self = hak_my_thread();
-    if (HAK_UNLIKELY(slab->free_node != self->node)) {
+    if (HAK_UNLIKELY(!mine)) {
         hak_heap_free_other(block, slab);
         return;
     }
-    if (HAK_UNLIKELY(!hak_slab_starts_block(slab, offset) || hak_block_tagged_free(block))) {
+    if (HAK_UNLIKELY(!starts || hak_block_tagged_free(block))) {
         hak_heap_free_invalid(block, slab);
         return;
     }
@@ -161,25 +160,27 @@ static inline void hak_heap_free(struct hak_slab *slab, size_t cls, void *block,
         hak_heap_flush(block, cls, slab);
 }
 
+/* cls: the slab's, where the caller can know it without a load of the
+ * slab (hak_superslab_page_class): the address of the cache's head then
+ * waits on no load of slab, whose fields only steer the branches.  offset:
+ * the block's from the slab's start (hak_superslab_block_offset). */
+static inline void hak_heap_free(struct hak_slab *slab, size_t cls, void *block, uint32_t offset)
+{
+    struct hak_thread *self = hak_my_thread();
+    hak_heap_free_tested(self, slab->free_node == self->node, hak_slab_starts_block(slab, offset),
+                         cls, block, slab);
+}
+
 /* The same for a block of an arena chunk, from its page's word
  * (hak_page_info), with no load of its slab: the slow paths look the slab
  * up, and so does the flush, which also refuses a block past those the
- * slab has carved (in a page the slab has not carved yet, which the word
- * does not tell from the others). */
+ * slab has carved in its last carved page. */
 static inline void hak_heap_free_in_page(uint32_t info, void *block, uint32_t offset)
 {
     struct hak_thread *self = hak_my_thread();
     size_t cls = hak_page_info_class(info);
-    if (HAK_UNLIKELY(hak_page_info_node(info) != self->node)) {
-        hak_heap_free_other(block, NULL);
-        return;
-    }
-    if (HAK_UNLIKELY(!hak_class_divides(cls, offset) || hak_block_tagged_free(block))) {
-        hak_heap_free_invalid(block, NULL);
-        return;
-    }
-    if (HAK_UNLIKELY(hak_heap_push(self, cls, block)))
-        hak_heap_flush(block, cls, NULL);
+    hak_heap_free_tested(self, hak_page_info_node(info) == self->node,
+                         hak_class_divides(cls, offset), cls, block, NULL);
 }
 
 /* Level 0: the same without the checks, the tag and the encoding. */
