@@ -25,7 +25,7 @@ struct worker {
     uint32_t seed;
     long rounds; /* one per fork */
     long work;   /* operations per round */
-};
+} __attribute__((aligned(64)));
 
 /* The threads and the main thread meet before each fork and after it. */
 static pthread_barrier_t round_start;
@@ -34,11 +34,12 @@ static pthread_barrier_t round_end;
 static void *allocate(void *arg)
 {
     struct worker *self = arg;
+    uint32_t seed = self->seed;
     void **slots = bench_xcalloc(WORKING_SET, sizeof(void *));
     for (long round = 0; round < self->rounds; round++) {
         pthread_barrier_wait(&round_start);
         for (long i = 0; i < self->work; i++) {
-            uint32_t r = bench_xorshift32(&self->seed);
+            uint32_t r = bench_xorshift32(&seed);
             size_t slot = r % WORKING_SET;
             free(slots[slot]);
             size_t size = 16 + (r >> 12) % 4081;

@@ -340,15 +340,21 @@ static void run_case(const char *name)
         /* M1 (1.5 KiB) in a 64 KiB span, of which the first refill
          * carves some 46 KiB. */
         never_handed_out(first_block(1300, PAGE_SIZE_4K) + 60 * KiB);
+    } else if (!strcmp(name, "never_mid_next_uncarved")) {
+        /* M13 (12.25 KiB): the first refill carves two blocks, one to hand
+         * out and one for the cache; the third starts in the last page of
+         * the second, which lies inside that. */
+        never_handed_out(first_block(12000, PAGE_SIZE_4K) + 2 * 12544);
     } else if (!strcmp(name, "never_large_header")) {
         never_handed_out(must_malloc(LARGE_SIZE) - PAGE_SIZE_4K);
     } else if (!strcmp(name, "never_arena_header")) {
         char *block = first_block(1300, PAGE_SIZE_4K);
-        never_handed_out((char *)((uintptr_t)block & ~(uintptr_t)(2 * MiB - 1)));
+        never_handed_out((char *)((uintptr_t)block & ~(uintptr_t)(4 * MiB - 1)));
     } else if (!strcmp(name, "never_arena_free_span")) {
-        /* The first span leaves the rest of its 4 MiB arena chunk free. */
+        /* The first span leaves the rest of its 4 MiB arena chunk (as
+         * aligned as it is big) free. */
         char *block = first_block(1300, PAGE_SIZE_4K);
-        never_handed_out((char *)((uintptr_t)block & ~(uintptr_t)(2 * MiB - 1)) + 3 * MiB);
+        never_handed_out((char *)((uintptr_t)block & ~(uintptr_t)(4 * MiB - 1)) + 3 * MiB);
     } else if (!strcmp(name, "corrupted_free_list")) {
         corrupt_free_list();
     } else if (!strcmp(name, "overflow_small")) {
@@ -451,6 +457,7 @@ static const struct misuse_case cases[] = {
     {"never_superslab_header", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"never_small_uncarved", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"never_mid_uncarved", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
+    {"never_mid_next_uncarved", "1", SIGABRT, "free of a pointer inside a block:", "class M13"},
     {"never_large_header", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"never_arena_header", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"never_arena_free_span", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},

@@ -69,55 +69,82 @@ static void unlink_span(struct hot_span_box *box, struct hak_slab *span)
  * (l25 ten times longer, two threads cycling 64 KiB-1 MiB blocks through
  * some 40 MiB) had every span it freed faulted in again a moment later:
  * 40.6k faults and 1.25M ops/s under 32 MiB, 17.5k and 1.6-1.8M under 48
- * or 64 MiB, as under no bound at all.  Spans idle for HAKMEM_DECAY_MS
- * still leave, and take a doubling with them. */
+ * or 64 MiB, as under no bound at all.  A budget the program set with
+ * mallopt stays as set. */
 static size_t hot_budget(const struct hot_span_box *box)
 {
     size_t bytes = hak_options_hot_bytes();
+    if (hak_options_hot_bytes_fixed())
+        return bytes;
     return bytes > SIZE_MAX >> box->doublings ? SIZE_MAX : bytes << box->doublings;
 }
 
-/* Unlinks what is over budget or older than max_age_ms; the caller
- * decommits it unlocked.  Times are read before the lock, so an entry may
- * be newer than now. */
+/* Whether the budget may double yet. */
+static bool may_grow(const struct hot_span_box *box)
+{
+    return box->doublings < MAX_BUDGET_DOUBLINGS && !hak_options_hot_bytes_fixed();
+}
+
+/* Why spans leave the box (collect_evictions). */
+enum eviction_cause {
+    BY_USE,     /* a put or a take: over budget, or idle for HAKMEM_DECAY_MS */
+    BY_DECAY,   /* hak_hot_span_release_aged */
+    BY_RELEASE, /* malloc_trim, or fresh memory mapped (release_stale) */
+};
+
+static void evict_oldest(struct hot_span_box *box, struct hak_slab **evicted)
+{
+    struct hak_slab *span = box->oldest;
+    unlink_span(box, span);
+    span->kind = HAK_SLAB_INVALID;
+    span->next = *evicted;
+    *evicted = span;
+}
+
+/* Unlinks what is older than max_age_ms, then what is over budget; the
+ * caller decommits it unlocked.  Times are read before the lock, so an
+ * entry may be newer than now.  Spans idle for the whole decay take a
+ * doubling of the budget with them: the program no longer needs that
+ * much.  Spans a put or a take sends away for want of room mark the box
+ * squeezed (grow_after_miss), unless the halving just now made the room
+ * short. */
 static struct hak_slab *collect_evictions(struct hot_span_box *box, uint64_t now,
-                                          uint64_t max_age_ms)
+                                          uint64_t max_age_ms, enum eviction_cause cause)
 {
     struct hak_slab *evicted = NULL;
+    bool aged_out = false;
+    while (box->oldest && hak_os_aged(now, box->oldest->freed_ms, max_age_ms)) {
+        evict_oldest(box, &evicted);
+        aged_out = true;
+    }
+    bool halved = aged_out && cause != BY_RELEASE && box->doublings;
+    if (halved)
+        box->doublings--;
     /* Over budget, go down to three quarters of it: one batch of evictions
      * then, whose neighbouring spans share a madvise call, instead of one
      * call per put (each call flushes every CPU's TLB for the process). */
     size_t budget = hot_budget(box);
-    size_t target = box->bytes > budget ? budget / 4 * 3 : budget;
-    bool aged_out = false;
-    while (box->oldest) {
-        if (box->bytes > target)
+    if (box->bytes > budget) {
+        if (cause == BY_USE && !halved && may_grow(box))
             box->squeezed_ms = now;
-        else if (hak_os_aged(now, box->oldest->freed_ms, max_age_ms))
-            aged_out = true;
-        else
-            break;
-        struct hak_slab *span = box->oldest;
-        unlink_span(box, span);
-        span->kind = HAK_SLAB_INVALID;
-        span->next = evicted;
-        evicted = span;
+        while (box->oldest && box->bytes > budget / 4 * 3)
+            evict_oldest(box, &evicted);
     }
-    if (aged_out && box->doublings)
-        box->doublings--;
     return evicted;
 }
 
 /* A take found no span: when spans left for want of room in the last
  * sixteenth of HAKMEM_DECAY_MS, they would likely have served it, and the
- * budget doubles (unless the program set it with mallopt). */
+ * budget doubles. */
 static void grow_after_miss(struct hot_span_box *box, uint64_t now)
 {
-    if (box->squeezed_ms && box->doublings < MAX_BUDGET_DOUBLINGS &&
-        !hak_options_hot_bytes_fixed() &&
-        !hak_os_aged(now, box->squeezed_ms, hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION)) {
+    if (!box->squeezed_ms)
+        return;
+    bool recent =
+        !hak_os_aged(now, box->squeezed_ms, hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION);
+    box->squeezed_ms = 0; /* once either way: empty, the box then misses with no lock */
+    if (recent && may_grow(box)) {
         box->doublings++;
-        box->squeezed_ms = 0;
         hak_stat_add(HAK_STAT_HOT_BUDGET_GROWTHS, 1);
     }
 }
@@ -213,7 +240,12 @@ static struct hak_slab *split_head(struct hot_span_box *box, struct hak_slab *sp
 struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages)
 {
     struct hot_span_box *box = &boxes[node];
-    if (pages > MAX_HOT_PAGES || !__atomic_load_n(&box->bytes, __ATOMIC_RELAXED))
+    if (pages > MAX_HOT_PAGES)
+        return NULL;
+    /* An empty box misses with no lock, unless a squeeze may have emptied
+     * it (one merged span can hold all it had). */
+    if (!__atomic_load_n(&box->bytes, __ATOMIC_RELAXED) &&
+        !__atomic_load_n(&box->squeezed_ms, __ATOMIC_RELAXED))
         return NULL;
     uint64_t now = hak_os_now_ms();
     pthread_mutex_lock(lock_of(box));
@@ -231,7 +263,7 @@ struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages)
     }
     if (span)
         span->kind = HAK_SLAB_INVALID;
-    struct hak_slab *evicted = collect_evictions(box, now, hak_options.decay_ms);
+    struct hak_slab *evicted = collect_evictions(box, now, hak_options.decay_ms, BY_USE);
     pthread_mutex_unlock(lock_of(box));
     release(evicted);
     if (span) {
@@ -295,6 +327,13 @@ void hak_hot_span_put(struct hak_slab *span)
     span->kind = HAK_SLAB_INVALID;
     span->state = HAK_STATE_POOL;
     span->end = span->start; /* a stray free into it now fails validation */
+    /* While it served blocks its pages mapped to the slab, to sentinels
+     * (not carved yet, inside a block) or both; neighbours find a hot span
+     * by any of its pages, and free no longer takes them for a slab's.
+     * Before the lock, so that other threads wait less (up to 256 pages): a
+     * neighbour that reads a page meanwhile finds a span that is not hot
+     * yet, as before. */
+    hak_span_map_pages(span, span->first_page, span->pages);
     if (hak_options_hot_bytes() == 0) {
         span->next = NULL;
         release(span);
@@ -302,12 +341,6 @@ void hak_hot_span_put(struct hak_slab *span)
     }
     struct hak_slab *drop[2] = {NULL, NULL};
     uint64_t now = hak_os_now_ms();
-    /* While it served blocks its pages mapped to the slab, to sentinels
-     * (not carved yet, inside a block) or both; neighbours find a hot span
-     * by any of its pages.  Before the lock, so that other threads wait
-     * less (up to 256 pages): a neighbour that reads a page meanwhile finds
-     * a span that is not hot yet, as before. */
-    hak_span_map_pages(span, span->first_page, span->pages);
     pthread_mutex_lock(lock_of(box));
     span = coalesce(box, span, drop);
     span->kind = HAK_SLAB_HOT_SPAN;
@@ -315,7 +348,7 @@ void hak_hot_span_put(struct hak_slab *span)
     hak_span_bins_insert(&box->bins, span);
     age_append(box, span);
     box->bytes += span_bytes(span);
-    struct hak_slab *evicted = collect_evictions(box, now, hak_options.decay_ms);
+    struct hak_slab *evicted = collect_evictions(box, now, hak_options.decay_ms, BY_USE);
     pthread_mutex_unlock(lock_of(box));
     for (unsigned i = 0; i < 2; i++)
         if (drop[i])
@@ -332,13 +365,14 @@ size_t hak_hot_span_retained(unsigned node, uint64_t *count)
 
 /* Evicts the spans older than max_age_ms (and any over budget); returns
  * the bytes decommitted. */
-static size_t release_older(struct hot_span_box *box, uint64_t now, uint64_t max_age_ms)
+static size_t release_older(struct hot_span_box *box, uint64_t now, uint64_t max_age_ms,
+                            enum eviction_cause cause)
 {
     if (!__atomic_load_n(&box->bytes, __ATOMIC_RELAXED))
         return 0;
     pthread_mutex_lock(lock_of(box));
     size_t before = box->bytes;
-    struct hak_slab *evicted = collect_evictions(box, now, max_age_ms);
+    struct hak_slab *evicted = collect_evictions(box, now, max_age_ms, cause);
     size_t bytes = before - box->bytes;
     pthread_mutex_unlock(lock_of(box));
     release(evicted);
@@ -348,18 +382,18 @@ static size_t release_older(struct hot_span_box *box, uint64_t now, uint64_t max
 size_t hak_hot_span_release_all(unsigned node)
 {
     /* No span is younger than the end of time. */
-    return release_older(&boxes[node], UINT64_MAX, 0);
+    return release_older(&boxes[node], UINT64_MAX, 0, BY_RELEASE);
 }
 
 void hak_hot_span_release_aged(unsigned node)
 {
-    release_older(&boxes[node], hak_os_now_ms(), hak_options.decay_ms);
+    release_older(&boxes[node], hak_os_now_ms(), hak_options.decay_ms, BY_DECAY);
 }
 
 void hak_hot_span_release_stale(unsigned node)
 {
-    release_older(&boxes[node], hak_os_now_ms(),
-                  hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION);
+    release_older(&boxes[node], hak_os_now_ms(), hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION,
+                  BY_RELEASE);
 }
 
 void hak_hot_span_lock_all(unsigned nodes)

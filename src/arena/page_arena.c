@@ -98,17 +98,19 @@ static struct hak_slab *map_chunk(unsigned node, bool huge)
         chunk->page_slab[p] = &hak_invalid_slab;
         chunk->page_info[p] = HAK_PAGE_INFO_NONE;
     }
-    if (!hak_page_map_set(chunk, HAK_ARENA_CHUNK_SIZE, &chunk->head)) {
-        hak_os_unmap(chunk, HAK_ARENA_CHUNK_SIZE);
-        hak_span_desc_free(span);
-        return NULL;
-    }
     span->chunk = &chunk->head;
     span->node = (uint8_t)node;
     span->first_page = HAK_ARENA_HEADER_PAGES;
     span->pages = HAK_ARENA_USABLE_PAGES;
     span->start = (char *)chunk + HAK_ARENA_HEADER_PAGES * HAK_PAGE_SIZE;
+    /* Every page's word says none before the page map lets free find the
+     * chunk: a zero word would send a stray free to node 0's cache. */
     map_pages(span);
+    if (!hak_page_map_set(chunk, HAK_ARENA_CHUNK_SIZE, &chunk->head)) {
+        hak_os_unmap(chunk, HAK_ARENA_CHUNK_SIZE);
+        hak_span_desc_free(span);
+        return NULL;
+    }
     hak_stat_pages_out(HAK_PAGES_SSM, HAK_ARENA_HEADER_PAGES, 0);
     hak_stat_add(HAK_STAT_ARENA_CHUNKS, 1);
     hak_stat_node_map(node, HAK_ARENA_CHUNK_SIZE);

@@ -24,10 +24,12 @@ static struct hak_slab **page_entry(const struct hak_slab *slab, const char *add
     return &chunk->page_slab[((uintptr_t)addr - (uintptr_t)chunk) >> HAK_PAGE_SHIFT];
 }
 
-/* The words for free of the arena chunk's pages that hold carved blocks
- * (struct hak_arena_chunk): set as the page table learns of the blocks, so
- * that a pointer into pages not carved yet, like one into a level-2 guard
- * page, keeps the word of a span and leaves the fast path. */
+/* The words for free of the arena chunk's pages that map_carved just
+ * mapped, [from, to) (struct hak_arena_chunk), as their page_slab entries
+ * say: the slab's where a carved block starts, none inside a block.  A
+ * pointer into a page not carved yet, or inside a block bigger than a page
+ * (though the next block, not carved yet, may start in its last page),
+ * then leaves the fast path, to be refused. */
 static void set_page_info(const struct hak_slab *slab, const char *from, const char *to)
 {
     struct hak_arena_chunk *chunk = (struct hak_arena_chunk *)slab->chunk;
@@ -35,7 +37,7 @@ static void set_page_info(const struct hak_slab *slab, const char *from, const c
                                   ((uintptr_t)slab->start - (uintptr_t)chunk) >> HAK_PAGE_SHIFT);
     size_t last = ((uintptr_t)to - 1 - (uintptr_t)chunk) >> HAK_PAGE_SHIFT;
     for (size_t page = ((uintptr_t)from - (uintptr_t)chunk) >> HAK_PAGE_SHIFT; page <= last; page++)
-        chunk->page_info[page] = info;
+        chunk->page_info[page] = chunk->page_slab[page] == slab ? info : HAK_PAGE_INFO_NONE;
 }
 
 /* The page table learns of blocks as they are carved: pages with a block
@@ -86,7 +88,6 @@ void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, unsigned cls
     if (slab->chunk->kind == HAK_CHUNK_SUPERSLAB)
         memset(&hak_superslab_of(slab)->page_cls[hak_superslab_index(slab) * HAK_SLAB_PAGES],
                (int)cls, HAK_SLAB_PAGES);
-
     slab->free_node = slab->node;
     slab->free = NULL;
     slab->used = 0;

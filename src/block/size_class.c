@@ -16,8 +16,8 @@ const uint8_t hak_small_class_of[HAK_SMALL_MAX / 8 + 1] = {S64(0), S64(64), SMAL
  * a multiple of 256, a quarter of a doubling from 1 KiB on, so a 256-byte
  * step of sizes lies in one class.  A load where the arithmetic took seven
  * instructions (a count of leading zeros, a shift by it, a mask).  m: a
- * size less one, from 1024; below (the entries for 1 KiB and less, which
- * hak_mid_class never reads) it counts as 1024. */
+ * size less one, from 1024; the entries for 1 KiB and less, which
+ * hak_mid_class never reads, hold what the formula makes of smaller m. */
 #define LOG2_FROM_1K(m) ((m) >> 19 ? 19u : (m) >> 18 ? 18u : (m) >> 17 ? 17u : (m) >> 16 ? 16u \
                          : (m) >> 15 ? 15u : (m) >> 14 ? 14u : (m) >> 13 ? 13u : (m) >> 12 ? 12u \
                          : (m) >> 11 ? 11u : 10u)

@@ -210,11 +210,11 @@ static struct hak_slab *slab_of(void *block)
     return hak_chunk_slab(hak_page_map_lookup(block), block);
 }
 
-/* slab, or where the fast path passed none (hak_heap_free_in_page) the
- * block's. */
+/* slab, or where the fast path passed none (hak_heap_free_in_page, for a
+ * block of an arena chunk) the block's page's. */
 static struct hak_slab *given_or_own_slab(struct hak_slab *slab, void *block)
 {
-    return slab ? slab : slab_of(block);
+    return slab ? slab : hak_arena_page_slab(block, hak_arena_page(block));
 }
 
 static char *class_note(char note[16], unsigned cls)

@@ -187,42 +187,47 @@ static void test_superslab_region(void)
 }
 
 /* free() takes a Mid or L25 block's class, node and offset in its slab
- * from its page's word (hak_page_info), found from the address alone: on
- * a page whose blocks have been carved, the slab's; on every other page
- * but one inside a carved block, none.  fast: the page's slab. */
+ * from its page's word (hak_page_info), found from the address alone: a
+ * page whose entry is a slab that serves blocks has the slab's, every
+ * other page (headers, spans, pages not carved yet or inside a block)
+ * none.  fast: the page's entry.  False when the word is wrong. */
 static bool check_page_info(struct hak_chunk_head *chunk, char *page, const struct hak_slab *fast)
 {
     size_t number = (size_t)(page - (char *)chunk) / HAK_PAGE_SIZE;
-    CHECK(hak_arena_chunk_at(page) == (const struct hak_arena_chunk *)chunk,
-          "page %zu of an arena chunk at %p finds its chunk at %p", number, (void *)chunk,
-          (const void *)hak_arena_chunk_at(page));
+    if (hak_arena_chunk_at(page) != (const struct hak_arena_chunk *)chunk) {
+        CHECK(false, "page %zu of an arena chunk at %p finds its chunk at %p", number,
+              (void *)chunk, (const void *)hak_arena_chunk_at(page));
+        return false;
+    }
     uint32_t info = hak_arena_page_info(page, hak_arena_page(page));
-    bool serves = fast->free_node != HAK_NO_NODE &&
-                  (fast->kind == HAK_SLAB_MID || fast->kind == HAK_SLAB_L25);
-    if (serves) {
-        CHECK(hak_page_info_node(info) == fast->free_node &&
-                  hak_page_info_class(info) == fast->cls &&
-                  hak_page_info_offset(info, fast->start) == 0,
+    if (fast->free_node != HAK_NO_NODE &&
+        (fast->kind == HAK_SLAB_MID || fast->kind == HAK_SLAB_L25)) {
+        bool right = hak_page_info_node(info) == fast->free_node &&
+                     hak_page_info_class(info) == fast->cls &&
+                     hak_page_info_offset(info, fast->start) == 0;
+        CHECK(right,
               "page %zu of an arena chunk: free would take node %u, class %zu and the slab at "
               "page %u; its slab's are %u, %u and %zu",
               number, hak_page_info_node(info), hak_page_info_class(info), (uint16_t)info,
               fast->free_node, fast->cls,
               (size_t)((char *)fast->start - (char *)chunk) / HAK_PAGE_SIZE);
-        return serves;
+        return right;
     }
-    if (fast != &hak_interior_slab)
-        CHECK(hak_page_info_node(info) == HAK_NO_NODE,
-              "page %zu of an arena chunk, in no slab that serves blocks (kind %u), sends free "
-              "to the cache of node %u",
-              number, fast->kind, hak_page_info_node(info));
-    return !(hak_page_info_node(info) != HAK_NO_NODE && fast != &hak_interior_slab);
+    bool none = hak_page_info_node(info) == HAK_NO_NODE;
+    CHECK(none,
+          "page %zu of an arena chunk, in no slab that serves blocks (kind %u%s), sends free to "
+          "the cache of node %u",
+          number, fast->kind, fast == &hak_interior_slab ? ", inside a block" : "",
+          hak_page_info_node(info));
+    return none;
 }
 
-/* free() finds a page's slab from the unit's entry (hak_fast_slab), a
- * SuperSlab's from the address alone: on every page of a fast-route chunk,
- * the slab the chunk's page table gives, and in a SuperSlab the class of
- * every slab that serves blocks.  Only a SuperSlab's entry says
- * HAK_MAP_SUPERSLAB.  False for a chunk on another route. */
+/* free() finds a page's slab from the address alone (hak_fast_slab, given
+ * the unit's entry): on every page of a fast-route chunk, the slab the
+ * chunk's page table gives; in a SuperSlab the class of every slab that
+ * serves blocks, in an arena chunk the page's word (check_page_info).
+ * Only a SuperSlab's entry says HAK_MAP_SUPERSLAB.  False for a chunk on
+ * another route. */
 static bool check_fast_slabs(struct hak_chunk_head *chunk)
 {
     uintptr_t first = hak_page_map_entry(chunk);

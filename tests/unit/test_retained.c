@@ -276,8 +276,8 @@ static void test_growth_releases_stale_spans(void)
 
 /* Spans of SPAN_PAGES from the PageArena put in node 0's box, each after
  * a fence kept out of it (spans the box gives back, cut again, may yet
- * lie side by side and merge). */
-enum { SPAN_PAGES = 4, MAX_PUT = 80 };
+ * lie side by side and merge, which changes no byte count). */
+enum { SPAN_PAGES = 4, MAX_PUT = 96 };
 static struct hak_slab *fences[MAX_PUT];
 static unsigned fence_count;
 
@@ -298,11 +298,13 @@ static size_t hot_pages(void)
 }
 
 /* Puts spans until the box evicts some for want of room, then asks for a
- * span none of them can serve: the budget doubles.  Returns the pages the
- * box held before the eviction, all it had room for. */
-static size_t squeeze_then_miss(void)
+ * span none of them can serve (the box may be empty by then).  Returns the
+ * pages the box held before the eviction, all it had room for; *grew: the
+ * budget's doublings since. */
+static size_t squeeze_then_miss(uint64_t *grew)
 {
     uint64_t evictions = counter(HAK_STAT_HOT_EVICTIONS);
+    uint64_t growths = counter(HAK_STAT_HOT_BUDGET_GROWTHS);
     size_t held = 0;
     while (counter(HAK_STAT_HOT_EVICTIONS) == evictions) {
         held = hot_pages();
@@ -310,12 +312,21 @@ static size_t squeeze_then_miss(void)
     }
     uint32_t longer = (uint32_t)hot_pages() + 1; /* than the spans put, even merged */
     CHECK(hak_hot_span_take(0, longer) == NULL, "a span of %u pages was found", longer);
+    *grew = counter(HAK_STAT_HOT_BUDGET_GROWTHS) - growths;
     return held;
+}
+
+/* Spans idle for the whole decay leave, and halve the budget. */
+static void age_out_all(void)
+{
+    hak_options.decay_ms = 0;
+    hak_hot_span_release_aged(0);
+    hak_options.decay_ms = 16 * 10000;
 }
 
 /* The budget doubles when the box misses right after it gave spans back
  * for want of room, up to 8 times HAKMEM_HOT_BYTES, and halves when spans
- * age out; a budget the program set with mallopt stays. */
+ * idle out; a budget the program set with mallopt stays. */
 static void test_hot_budget_grows(void)
 {
     enum { BUDGET_PAGES = 2 * SPAN_PAGES };
@@ -325,43 +336,42 @@ static void test_hot_budget_grows(void)
     hak_options.decay_ms = 16 * 10000; /* squeezes count for 10 s */
     hak_options.hot_bytes = BUDGET_PAGES * HAK_PAGE_SIZE;
 
-    uint64_t growths = counter(HAK_STAT_HOT_BUDGET_GROWTHS);
-    size_t held = squeeze_then_miss();
-    CHECK(held == BUDGET_PAGES, "the box held %zu pages before it evicted, not its budget's %d",
-          held, BUDGET_PAGES);
-    CHECK(counter(HAK_STAT_HOT_BUDGET_GROWTHS) == growths + 1,
-          "the budget grew %llu times after a squeeze and a miss, not once",
-          (unsigned long long)(counter(HAK_STAT_HOT_BUDGET_GROWTHS) - growths));
-    held = squeeze_then_miss();
-    CHECK(held == 2 * BUDGET_PAGES, "after one doubling the box held %zu pages, not %d", held,
-          2 * BUDGET_PAGES);
-    for (int i = 0; i < 3; i++)
-        squeeze_then_miss();
-    CHECK(counter(HAK_STAT_HOT_BUDGET_GROWTHS) == growths + 3,
-          "the budget doubled %llu times, not at most 3",
-          (unsigned long long)(counter(HAK_STAT_HOT_BUDGET_GROWTHS) - growths));
-    held = squeeze_then_miss();
-    CHECK(held == 8 * BUDGET_PAGES, "at its largest the budget held %zu pages, not %d", held,
-          8 * BUDGET_PAGES);
+    static const size_t budgets[] = {1, 2, 4, 8, 8};
+    for (size_t i = 0; i < sizeof(budgets) / sizeof(budgets[0]); i++) {
+        uint64_t grew;
+        size_t held = squeeze_then_miss(&grew);
+        CHECK(held == budgets[i] * BUDGET_PAGES,
+              "squeeze %zu: the box held %zu pages before it evicted, not %zu", i, held,
+              budgets[i] * BUDGET_PAGES);
+        uint64_t want = budgets[i] < 8;
+        CHECK(grew == want, "squeeze %zu: the budget doubled %llu times, not %llu", i,
+              (unsigned long long)grew, (unsigned long long)want);
+    }
 
-    /* Spans that age out take a doubling with them. */
-    hak_options.decay_ms = 0;
-    hak_hot_span_release_aged(0);
-    hak_options.decay_ms = 16 * 10000;
-    held = squeeze_then_miss();
-    CHECK(held == 4 * BUDGET_PAGES, "after spans aged out the box held %zu pages, not %d", held,
+    /* Spans that idle out take a doubling with them; malloc_trim none. */
+    age_out_all();
+    uint64_t grew;
+    size_t held = squeeze_then_miss(&grew);
+    CHECK(held == 4 * BUDGET_PAGES, "after spans idled out the box held %zu pages, not %d", held,
           4 * BUDGET_PAGES);
+    hak_hot_span_release_all(0);
+    held = squeeze_then_miss(&grew);
+    CHECK(held == 8 * BUDGET_PAGES, "after malloc_trim's release the box held %zu pages, not %d",
+          held, 8 * BUDGET_PAGES);
 
     /* mallopt(M_TRIM_THRESHOLD) fixes it, as it does glibc's. */
     hak_hot_span_release_all(0);
     hak_options_set_hot_bytes(BUDGET_PAGES * HAK_PAGE_SIZE);
-    growths = counter(HAK_STAT_HOT_BUDGET_GROWTHS);
-    squeeze_then_miss();
-    CHECK(counter(HAK_STAT_HOT_BUDGET_GROWTHS) == growths,
-          "a budget set with mallopt grew after a squeeze and a miss");
+    held = squeeze_then_miss(&grew);
+    CHECK(held == BUDGET_PAGES && grew == 0,
+          "a budget set with mallopt held %zu pages, not %d, and doubled %llu times", held,
+          BUDGET_PAGES, (unsigned long long)grew);
 
     hak_options.hot_bytes_fixed = false;
-    hak_hot_span_release_all(0);
+    for (int i = 0; i < 3; i++) { /* back to the budget as set */
+        put_span();
+        age_out_all();
+    }
     for (unsigned i = 0; i < fence_count; i++)
         hak_hot_span_put(fences[i]);
     hak_hot_span_release_all(0);
