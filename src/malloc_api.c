@@ -7,6 +7,7 @@
 #include "arena/large.h"
 #include "arena/node_block.h"
 #include "arena/page_map.h"
+#include "arena/slab.h"
 #include "arena/superslab.h"
 #include "fault.h"
 #include "block/size_class.h"
@@ -94,6 +95,9 @@ static size_t usable_size(struct hak_chunk_head *chunk, void *ptr)
     if (slab->kind != HAK_SLAB_SMALL && slab->kind != HAK_SLAB_MID && slab->kind != HAK_SLAB_L25 &&
         slab->kind != HAK_SLAB_NODE_BLOCK)
         hak_fatal("pointer hakmem never handed out", ptr);
+    /* An L25 slab's pages all map to it (hak_slab_is_whole_span). */
+    if (hak_slab_is_whole_span(slab) && ptr != slab->start)
+        hak_fatal_note("pointer inside a block:", ptr, "L25 block");
     return hak_harden.checked ? hak_heap_requested_size(slab, ptr) : slab->block_size;
 }
 
@@ -336,9 +340,17 @@ HAK_API size_t hak_malloc_usable_size(void *ptr)
      * zmalloc), so it goes with no call and no stack frame. */
     uintptr_t entry = hak_page_map_entry(ptr);
     if (HAK_LIKELY((intptr_t)entry > 0)) {
-        const struct hak_slab *slab = hak_fast_slab(entry, ptr);
-        if (HAK_LIKELY(slab->free_node != HAK_NO_NODE))
-            return slab->block_size;
+        if (HAK_LIKELY(entry & HAK_MAP_SUPERSLAB)) {
+            const struct hak_slab *slab = hak_superslab_page_slab(ptr, hak_superslab_page(ptr));
+            if (HAK_LIKELY(slab->free_node != HAK_NO_NODE))
+                return slab->block_size;
+        } else {
+            /* The page's word, as free reads it: an L25 block's other
+             * pages have none. */
+            uint32_t info = hak_arena_page_info(ptr, hak_arena_page(ptr));
+            if (HAK_LIKELY(hak_page_info_node(info) != HAK_NO_NODE))
+                return hak_class_size[hak_page_info_class(info)];
+        }
     }
     return usable_size_of_any(ptr);
 }

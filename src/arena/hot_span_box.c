@@ -6,6 +6,7 @@
 #include "../stats.h"
 #include "meta.h"
 #include "page_arena.h"
+#include "slab.h"
 #include "span_bins.h"
 
 /* Neighbouring hot spans merge, up to a whole chunk. */
@@ -322,6 +323,7 @@ static struct hak_slab *coalesce(struct hot_span_box *box, struct hak_slab *span
 void hak_hot_span_put(struct hak_slab *span)
 {
     struct hot_span_box *box = &boxes[span->node];
+    bool whole_span = hak_slab_is_whole_span(span);
     atomic_store_explicit(&span->owner, NULL, memory_order_relaxed);
     span->free_node = HAK_NO_NODE;
     span->kind = HAK_SLAB_INVALID;
@@ -329,11 +331,15 @@ void hak_hot_span_put(struct hak_slab *span)
     span->end = span->start; /* a stray free into it now fails validation */
     /* While it served blocks its pages mapped to the slab, to sentinels
      * (not carved yet, inside a block) or both; neighbours find a hot span
-     * by any of its pages, and free no longer takes them for a slab's.
-     * Before the lock, so that other threads wait less (up to 256 pages): a
-     * neighbour that reads a page meanwhile finds a span that is not hot
-     * yet, as before. */
-    hak_span_map_pages(span, span->first_page, span->pages);
+     * by any of its pages, and free no longer takes them for a slab's.  An
+     * L25 slab's pages map to it already, and only its first page's word
+     * told free of its block.  Before the lock, so that other threads wait
+     * less (up to 256 pages): a neighbour that reads a page meanwhile finds
+     * a span that is not hot yet, as before. */
+    if (whole_span)
+        ((struct hak_arena_chunk *)span->chunk)->page_info[span->first_page] = HAK_PAGE_INFO_NONE;
+    else
+        hak_span_map_pages(span, span->first_page, span->pages);
     if (hak_options_hot_bytes() == 0) {
         span->next = NULL;
         release(span);

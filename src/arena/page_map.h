@@ -115,14 +115,6 @@ static inline uint32_t hak_arena_page_info(const void *ptr, size_t page)
     return hak_arena_chunk_at(ptr)->page_info[page];
 }
 
-/* The slab of ptr's page in a fast-route chunk, whose entry is positive. */
-static inline struct hak_slab *hak_fast_slab(uintptr_t entry, const void *ptr)
-{
-    if (HAK_LIKELY(entry & HAK_MAP_SUPERSLAB))
-        return hak_superslab_page_slab(ptr, hak_superslab_page(ptr));
-    return hak_arena_page_slab(ptr, hak_arena_page(ptr));
-}
-
 /* Maps [base, base + size) to chunk; base is 2 MiB aligned.  The entry
  * encodes chunk->route, so the head must be written first.  False when a
  * table could not be allocated (and the range is then cleared). */

@@ -40,13 +40,28 @@ static void set_page_info(const struct hak_slab *slab, const char *from, const c
         chunk->page_info[page] = chunk->page_slab[page] == slab ? info : HAK_PAGE_INFO_NONE;
 }
 
+/* Free blocks are memcheck's no-go area but for their link and tag. */
+static void memcheck_carved(const struct hak_slab *slab, char *from, char *to)
+{
+    size_t size = slab->block_size;
+    if (hak_harden.memcheck)
+        for (char *block = from; block < to; block += size)
+            hak_memcheck_noaccess(block + 2 * sizeof(void *), size - 2 * sizeof(void *));
+}
+
 /* The page table learns of blocks as they are carved: pages with a block
  * start map to the slab, pages inside a block bigger than a page to
  * hak_interior_slab.  Pages not carved yet keep hak_invalid_slab.  Either
- * sentinel sends a free there off the fast path, to be refused. */
+ * sentinel sends a free there off the fast path, to be refused.  An L25
+ * slab's pages map to it throughout (hak_slab_is_whole_span). */
 static void map_carved(struct hak_slab *slab, char *from, char *to)
 {
     size_t size = slab->block_size;
+    if (hak_slab_is_whole_span(slab)) {
+        set_page_info(slab, from, from + 1);
+        memcheck_carved(slab, from, to);
+        return;
+    }
     struct hak_slab **next = page_entry(slab, from);
     if (size <= HAK_PAGE_SIZE) {
         /* A block starts in every page up to the last block's. */
@@ -65,18 +80,16 @@ static void map_carved(struct hak_slab *slab, char *from, char *to)
         *next++ = &hak_interior_slab;
     if (slab->chunk->kind == HAK_CHUNK_ARENA)
         set_page_info(slab, from, to);
-    /* Free blocks are memcheck's no-go area but for their link and tag. */
-    if (hak_harden.memcheck)
-        for (char *block = from; block < to; block += size)
-            hak_memcheck_noaccess(block + 2 * sizeof(void *), size - 2 * sizeof(void *));
+    memcheck_carved(slab, from, to);
 }
 
 void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, unsigned cls, char *start,
                      size_t bytes)
 {
     uint32_t size = hak_class_size[cls];
-    for (char *page = start; page < start + bytes; page += HAK_PAGE_SIZE)
-        *page_entry(slab, page) = &hak_invalid_slab;
+    if (!hak_slab_is_whole_span(slab))
+        for (char *page = start; page < start + bytes; page += HAK_PAGE_SIZE)
+            *page_entry(slab, page) = &hak_invalid_slab;
     /* Whatever the memory held before, hakmem writes it afresh. */
     hak_memcheck_undefined(start, bytes);
     slab->start = start;

@@ -4,6 +4,7 @@
 #define HAK_SLAB_H
 
 #include "../internal.h"
+#include "../block/size_class.h"
 #include "../stats.h"
 
 /* Makes slab the owner's, carved into blocks of cls over [start, start + bytes). */
@@ -43,6 +44,28 @@ void hak_slab_remote_free_chain(struct hak_slab *slab, void *head, void *tail);
 static inline void hak_slab_remote_free(struct hak_slab *slab, void *block)
 {
     hak_slab_remote_free_chain(slab, block, block);
+}
+
+/* An L25 slab is one block, its span exactly (size_class.c).  Its pages
+ * keep mapping to the span's descriptor, which is the slab, from the
+ * PageArena or the HotSpanBox to their return, and only its first page's
+ * word (struct hak_arena_chunk) tells free of the block: a pointer inside
+ * the block finds the slab, whose block test refuses it.  That is three
+ * writes fewer per page, up to 256 pages, per malloc and free (l25, one
+ * thread, under callgrind: 2629 instructions per operation, 1292). */
+static inline bool hak_slab_is_whole_span(const struct hak_slab *slab)
+{
+    return slab->kind == HAK_SLAB_L25;
+}
+
+/* Whether block starts one of the blocks slab has carved (a multiply by
+ * the class's magic number instead of a division): the exact test of a
+ * pointer freed into a slab that serves blocks. */
+static inline bool hak_slab_starts_carved_block(const struct hak_slab *slab, const void *block)
+{
+    uint32_t offset = (uint32_t)((const char *)block - slab->start);
+    return (const char *)block >= slab->start && (const char *)block < slab->carve &&
+           hak_class_divides(slab->cls, offset);
 }
 
 static inline bool hak_slab_is_empty(const struct hak_slab *slab)

@@ -833,16 +833,6 @@ void *hak_heap_refill(size_t size, size_t cls)
     return block;
 }
 
-/* The exact test of check_block for a block of the slab found before:
- * inside its carved blocks and at a block's start (a multiply by the
- * class's magic number instead of a division). */
-static inline bool starts_block_of(const struct hak_slab *slab, const void *block)
-{
-    uint32_t offset = (uint32_t)((const char *)block - slab->start);
-    return (const char *)block >= slab->start && (const char *)block < slab->carve &&
-           hak_class_divides(slab->cls, offset);
-}
-
 /* Blocks leave the cache in runs of one slab's blocks, as they lie in the
  * list (blocks freed together mostly share a slab): one page-map look-up,
  * one atomic push for another heap's slab, one write per run. */
@@ -854,7 +844,7 @@ static void flush_list(struct hak_heap *heap, void *list)
         void *tail = list;
         void *next;
         uint32_t count = 1;
-        while ((next = hak_link_get(tail)) && starts_block_of(slab, next)) {
+        while ((next = hak_link_get(tail)) && hak_slab_starts_carved_block(slab, next)) {
             tail = next;
             count++;
         }

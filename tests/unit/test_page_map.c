@@ -186,9 +186,19 @@ static void test_superslab_region(void)
           "the region holds the address past its last SuperSlab");
 }
 
+/* The slab of ptr's page in a fast-route chunk, whose entry is positive,
+ * from the address alone. */
+static struct hak_slab *fast_slab(uintptr_t entry, const void *ptr)
+{
+    if (HAK_LIKELY(entry & HAK_MAP_SUPERSLAB))
+        return hak_superslab_page_slab(ptr, hak_superslab_page(ptr));
+    return hak_arena_page_slab(ptr, hak_arena_page(ptr));
+}
+
 /* free() takes a Mid or L25 block's class, node and offset in its slab
  * from its page's word (hak_page_info), found from the address alone: a
- * page whose entry is a slab that serves blocks has the slab's, every
+ * page whose entry is a slab that serves blocks has the slab's, but for
+ * an L25 block's pages after its first (hak_slab_is_whole_span); every
  * other page (headers, spans, pages not carved yet or inside a block)
  * none.  fast: the page's entry.  False when the word is wrong. */
 static bool check_page_info(struct hak_chunk_head *chunk, char *page, const struct hak_slab *fast)
@@ -201,7 +211,7 @@ static bool check_page_info(struct hak_chunk_head *chunk, char *page, const stru
     }
     uint32_t info = hak_arena_page_info(page, hak_arena_page(page));
     if (fast->free_node != HAK_NO_NODE &&
-        (fast->kind == HAK_SLAB_MID || fast->kind == HAK_SLAB_L25)) {
+        (fast->kind == HAK_SLAB_MID || (fast->kind == HAK_SLAB_L25 && fast->start == page))) {
         bool right = hak_page_info_node(info) == fast->free_node &&
                      hak_page_info_class(info) == fast->cls &&
                      hak_page_info_offset(info, fast->start) == 0;
@@ -217,12 +227,12 @@ static bool check_page_info(struct hak_chunk_head *chunk, char *page, const stru
     CHECK(none,
           "page %zu of an arena chunk, in no slab that serves blocks (kind %u%s), sends free to "
           "the cache of node %u",
-          number, fast->kind, fast == &hak_interior_slab ? ", inside a block" : "",
+          number, fast->kind, fast->kind == HAK_SLAB_L25 ? ", inside an L25 block" : "",
           hak_page_info_node(info));
     return none;
 }
 
-/* free() finds a page's slab from the address alone (hak_fast_slab, given
+/* free() finds a page's slab from the address alone (fast_slab, given
  * the unit's entry): on every page of a fast-route chunk, the slab the
  * chunk's page table gives; in a SuperSlab the class of every slab that
  * serves blocks, in an arena chunk the page's word (check_page_info).
@@ -238,7 +248,7 @@ static bool check_fast_slabs(struct hak_chunk_head *chunk)
           first & HAK_MAP_SUPERSLAB ? "with" : "without");
     for (char *page = (char *)chunk; page < (char *)chunk + chunk->map_size;
          page += HAK_PAGE_SIZE) {
-        const struct hak_slab *fast = hak_fast_slab(hak_page_map_entry(page), page);
+        const struct hak_slab *fast = fast_slab(hak_page_map_entry(page), page);
         if (fast != hak_chunk_slab(chunk, page)) {
             CHECK(false, "page %zu of a chunk of kind %u: free would find slab %p, not %p",
                   (size_t)(page - (char *)chunk) / HAK_PAGE_SIZE, chunk->kind, (const void *)fast,
