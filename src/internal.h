@@ -375,8 +375,9 @@ extern struct hak_heap hak_empty_heap HAK_SHARED;
 extern struct hak_slab hak_empty_slab HAK_SHARED;
 /* The page table's entry for pages that hold no block start: chunk headers,
  * pages of a slab not carved yet (never handed out), and pages inside a
- * block bigger than a page (hak_interior_slab).  Both serve no blocks, so a
- * free there leaves the fast path. */
+ * block bigger than a page (hak_interior_slab), but for an L25 block's,
+ * which map to its slab (arena/slab.h, hak_slab_is_whole_span).  Both
+ * serve no blocks, so a free there leaves the fast path. */
 extern struct hak_slab hak_invalid_slab HAK_SHARED;
 extern struct hak_slab hak_interior_slab HAK_SHARED;
 

@@ -95,9 +95,10 @@ static size_t usable_size(struct hak_chunk_head *chunk, void *ptr)
     if (slab->kind != HAK_SLAB_SMALL && slab->kind != HAK_SLAB_MID && slab->kind != HAK_SLAB_L25 &&
         slab->kind != HAK_SLAB_NODE_BLOCK)
         hak_fatal("pointer hakmem never handed out", ptr);
-    /* An L25 slab's pages all map to it (hak_slab_is_whole_span). */
-    if (hak_slab_is_whole_span(slab) && ptr != slab->start)
-        hak_fatal_note("pointer inside a block:", ptr, "L25 block");
+    /* An L25 slab's pages all map to it (hak_slab_is_whole_span); a node
+     * block is one block too. */
+    if ((hak_slab_is_whole_span(slab) || slab->kind == HAK_SLAB_NODE_BLOCK) && ptr != slab->start)
+        hak_fatal("pointer inside a block", ptr);
     return hak_harden.checked ? hak_heap_requested_size(slab, ptr) : slab->block_size;
 }
 
@@ -348,8 +349,10 @@ HAK_API size_t hak_malloc_usable_size(void *ptr)
             /* The page's word, as free reads it: an L25 block's other
              * pages have none. */
             uint32_t info = hak_arena_page_info(ptr, hak_arena_page(ptr));
-            if (HAK_LIKELY(hak_page_info_node(info) != HAK_NO_NODE))
-                return hak_class_size[hak_page_info_class(info)];
+            size_t cls = hak_page_info_class(info);
+            if (HAK_LIKELY(hak_page_info_node(info) != HAK_NO_NODE &&
+                           hak_class_divides(cls, hak_page_info_offset(info, ptr))))
+                return hak_class_size[cls];
         }
     }
     return usable_size_of_any(ptr);

@@ -453,6 +453,7 @@ static const struct misuse_case cases[] = {
     {"interior_mid", "1", SIGABRT, "free of a pointer inside a block:", "class M8"},
     {"interior_l25", "1", SIGABRT, "free of a pointer inside a block:", "class L6"},
     {"interior_l25_page", "1", SIGABRT, "free of a pointer inside a block:", "class L6"},
+    {"interior_l25_page", "0", SIGABRT, "free of a pointer inside a block:", "class L6"},
     {"interior_large", "1", SIGABRT, "free of a pointer inside a block:", "large block"},
     {"never_superslab_header", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"never_small_uncarved", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},

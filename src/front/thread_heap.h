@@ -11,6 +11,7 @@
 #define HAK_THREAD_HEAP_H
 
 #include "../internal.h"
+#include "../arena/slab.h"
 #include "../block/block_link.h"
 #include "../block/size_class.h"
 
@@ -183,12 +184,19 @@ static inline void hak_heap_free_in_page(uint32_t info, void *block, uint32_t of
                          hak_class_divides(cls, offset), cls, block, NULL);
 }
 
-/* Level 0: the same without the checks, the tag and the encoding. */
+/* Level 0: the same without the checks, the tag and the encoding, but
+ * for a pointer into an L25 block past its start, whose page maps to the
+ * slab as its first does (hak_slab_is_whole_span), where other pages
+ * inside a block map to a sentinel that serves none. */
 static inline void hak_heap_free_plain(struct hak_slab *slab, size_t cls, void *block)
 {
     struct hak_thread *self = hak_my_thread();
     if (HAK_UNLIKELY(slab->free_node != self->node)) {
         hak_heap_free_other(block, slab);
+        return;
+    }
+    if (HAK_UNLIKELY(hak_slab_is_whole_span(slab) && block != slab->start)) {
+        hak_heap_free_invalid(block, slab);
         return;
     }
     hak_link_set_plain(block, self->head[cls]);
