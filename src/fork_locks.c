@@ -13,5 +13,6 @@ struct hak_fork_locks hak_fork_locks __attribute__((aligned(HAK_PAGE_SIZE))) = {
     .superslab_region = LOCK,
     .page_map = LOCK,
     .os_reservation = LOCK,
-    .node = {[0 ... HAK_MAX_NODES - 1] = {LOCK, LOCK, LOCK, LOCK}},
+    .node = {[0 ... HAK_MAX_NODES -
+              1] = {LOCK, LOCK, LOCK, {[0 ... HAK_HOT_SPAN_SHARDS - 1] = LOCK}}},
 };

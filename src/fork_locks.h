@@ -2,7 +2,7 @@
  * and the child each write every page that holds one of them as they
  * unlock it, a copy-on-write fault per page and process.  Spread over the
  * modules' own state they took six pages with one node in use; here the
- * global ones and the first fifteen nodes' share one. */
+ * global ones and the first eight nodes' share one. */
 #ifndef HAK_FORK_LOCKS_H
 #define HAK_FORK_LOCKS_H
 
@@ -16,7 +16,8 @@ struct hak_lock {
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
 struct hak_node_locks {
-    struct hak_lock shared_pool, hot_span, page_arena, large;
+    struct hak_lock shared_pool, page_arena, large;
+    struct hak_lock hot_span[HAK_HOT_SPAN_SHARDS];
 };
 
 struct hak_fork_locks {

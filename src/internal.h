@@ -59,6 +59,9 @@
 #define HAK_ARENA_PAGES (HAK_ARENA_CHUNK_SIZE / HAK_PAGE_SIZE)
 
 #define HAK_MAX_NODES 64
+/* A node's HotSpanBox is this many boxes, each with its lock; a thread
+ * puts and takes in its own first (arena/hot_span_box.c). */
+#define HAK_HOT_SPAN_SHARDS 4
 #define HAK_NO_NODE 0xffu       /* slab: serves no blocks */
 #define HAK_HEAPLESS_NODE 0xfeu /* thread: no heap yet, never equals a slab's */
 
@@ -172,8 +175,9 @@ struct hak_slab {
     void *free;
     uint32_t used; /* blocks handed out and not freed locally or collected */
     uint8_t state;
-    bool queued; /* on the owner's delayed list; must not be released yet */
-    char *carve; /* first block never handed out */
+    bool queued;       /* on the owner's delayed list; must not be released yet */
+    uint8_t hot_shard; /* the HotSpanBox shard that holds it (kind HOT_SPAN) */
+    char *carve;       /* first block never handed out */
     struct hak_slab *next;
     struct hak_slab *prev;
     struct hak_slab *age_next; /* HotSpanBox age order, oldest first */

@@ -2,8 +2,8 @@
  * of registered chunks, also while threads allocate and free neighbours at
  * once, freed spans coalesce back into whole chunks, and the box hands
  * freed memory back, merged with its hot neighbours and cut to the length
- * asked for, also while threads take and put spans at once, until its
- * byte budget pushes it out to the arena,
+ * asked for, also while threads take and put spans at once, in a shard
+ * for each thread, until its byte budget pushes it out to the arena,
  * decommitted; malloc_trim's release of all of it, and the release of the
  * stale spans before fresh memory is mapped for small blocks.
  *
@@ -367,6 +367,77 @@ static void test_hot_merge(void)
     free_span(fence);
 }
 
+static void *put_span(void *span)
+{
+    hak_hot_span_put(span);
+    return NULL;
+}
+
+static void put_elsewhere(struct hak_slab *span)
+{
+    pthread_t thread;
+    unit_thread_start(&thread, put_span, span);
+    unit_thread_join(thread);
+}
+
+/* Threads put in shards of their own (a thread started here gets a shard
+ * after the main thread's): a thread takes from its own shard first, even
+ * a span hotter in another, and from another when its own has nothing to
+ * fit; mallinfo's count and malloc_trim see them all.  A span next to a
+ * hot one goes to that one's shard, whoever puts it, and they merge. */
+static void test_hot_shards(void)
+{
+    struct hak_slab *fences[2];
+    struct hak_slab *mine = alloc_fenced(4, &fences[0]);
+    struct hak_slab *theirs = alloc_fenced(4, &fences[1]);
+    char *mine_start = mine->start, *theirs_start = theirs->start;
+    fill_pattern(mine_start, 4 * HAK_PAGE_SIZE, 6);
+    fill_pattern(theirs_start, 4 * HAK_PAGE_SIZE, 7);
+    hak_hot_span_put(mine);
+    put_elsewhere(theirs);
+
+    uint64_t count = 0;
+    size_t held = hak_hot_span_retained(0, &count);
+    CHECK(held == 8 * HAK_PAGE_SIZE && count == 2,
+          "two spans of 4 pages in two shards: %zu bytes in %llu spans retained", held,
+          (unsigned long long)count);
+    struct hak_slab *first = hak_hot_span_take(0, 4);
+    CHECK(first && first->start == mine_start,
+          "the thread's own span did not come before the hotter one of another shard");
+    check_hot(first, mine_start, 4, 6, "the span the thread put");
+    struct hak_slab *second = hak_hot_span_take(0, 4);
+    CHECK(second && second->start == theirs_start,
+          "a span another thread put was not taken when the own shard had none");
+    check_hot(second, theirs_start, 4, 7, "the span the other thread put");
+    if (!first || !second)
+        return;
+
+    hak_hot_span_put(first);
+    put_elsewhere(second);
+    CHECK(hak_hot_span_release_all(0) == 8 * HAK_PAGE_SIZE,
+          "malloc_trim did not release the spans of both shards");
+    count = 0;
+    CHECK(hak_hot_span_retained(0, &count) == 0 && count == 0,
+          "spans were left in a shard after malloc_trim's release");
+    for (unsigned i = 0; i < 2; i++)
+        free_span(fences[i]);
+
+    struct hak_slab *fence;
+    struct hak_slab *left = alloc_span(4);
+    struct hak_slab *right = alloc_fenced(4, &fence);
+    if (right->start != left->end)
+        hard_error("the arena did not place two spans side by side");
+    char *start = left->start;
+    fill_pattern(start, 8 * HAK_PAGE_SIZE, 8);
+    hak_hot_span_put(left);
+    put_elsewhere(right);
+    struct hak_slab *whole = hak_hot_span_take(0, 8);
+    check_hot(whole, start, 8, 8, "neighbours put by two threads");
+    if (whole)
+        free_span(whole);
+    free_span(fence);
+}
+
 /* Over budget, the oldest spans leave: decommitted (they read as zeros) and
  * back in the arena. */
 static void test_hot_budget(void)
@@ -659,6 +730,7 @@ int main(void)
     test_hot_take_back();
     test_hot_best_fit();
     test_hot_merge();
+    test_hot_shards();
     test_hot_budget();
     test_concurrent_neighbours();
     test_concurrent_chunks();
