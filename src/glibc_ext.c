@@ -106,7 +106,8 @@ HAK_API int mallopt(int param, int value)
     switch (param) {
     case M_TRIM_THRESHOLD:
         /* glibc's bound on the free memory it keeps before trimming:
-         * hakmem's is the HotSpanBox budget (large mappings kept get half).
+         * hakmem's is the HotSpanBox budget, per node and shard (a node's
+         * large mappings kept get half of it).
          * glibc reads the value as unsigned: -1 is "never trim", a budget
          * without bound. */
         hak_options_set_hot_bytes((size_t)(unsigned long)(long)value);

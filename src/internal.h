@@ -121,9 +121,17 @@ enum hak_slab_kind {
     HAK_SLAB_MID,
     HAK_SLAB_L25,
     HAK_SLAB_FREE_SPAN,
-    HAK_SLAB_HOT_SPAN,   /* in the HotSpanBox */
-    HAK_SLAB_NODE_BLOCK, /* one block placed by hak_malloc_onnode */
+    /* In the HotSpanBox: this plus the shard that holds it, so that one
+     * read tells a neighbour both (arena/hot_span_box.c). */
+    HAK_SLAB_HOT_SPAN,
+    /* One block placed by hak_malloc_onnode. */
+    HAK_SLAB_NODE_BLOCK = HAK_SLAB_HOT_SPAN + HAK_HOT_SPAN_SHARDS,
 };
+
+static inline bool hak_slab_kind_is_hot(unsigned kind)
+{
+    return kind - HAK_SLAB_HOT_SPAN < HAK_HOT_SPAN_SHARDS;
+}
 
 /* Where a slab is, from its owner's point of view. */
 enum hak_slab_state {
@@ -175,9 +183,8 @@ struct hak_slab {
     void *free;
     uint32_t used; /* blocks handed out and not freed locally or collected */
     uint8_t state;
-    bool queued;       /* on the owner's delayed list; must not be released yet */
-    uint8_t hot_shard; /* the HotSpanBox shard that holds it (kind HOT_SPAN) */
-    char *carve;       /* first block never handed out */
+    bool queued; /* on the owner's delayed list; must not be released yet */
+    char *carve; /* first block never handed out */
     struct hak_slab *next;
     struct hak_slab *prev;
     struct hak_slab *age_next; /* HotSpanBox age order, oldest first */

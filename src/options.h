@@ -17,7 +17,7 @@ enum hak_huge_mode { HAK_HUGE_AUTO, HAK_HUGE_OFF, HAK_HUGE_ON };
 #define HAK_OPTION_PATH_MAX 4096
 
 struct hak_options {
-    size_t hot_bytes;                     /* HotSpanBox budget per node */
+    size_t hot_bytes;                     /* HotSpanBox budget per node and shard */
     uint64_t decay_ms;                    /* how long a span stays hot */
     uint32_t small_cache;                 /* blocks a thread caches per small class */
     uint32_t mid_ring;                    /* blocks a thread caches per Mid class */

@@ -23,16 +23,17 @@ struct hot_span_box {
     struct hak_span_bins bins; /* the hottest of a length first */
     uint64_t squeezed_ms;      /* when spans last left for want of room */
     unsigned doublings;        /* of the budget (hot_budget) */
+    uint32_t longest;          /* pages of the longest span, read without the lock */
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
-/* Each node's box comes in shards, each a box of its own under its own
- * lock, with its own budget; a thread puts in one shard, and takes from it
- * first, then from the others.  Two threads cycling L25 blocks through
- * one box took its lock twice an operation each, and in a third of the
- * runs slept on it some 700 times (l25_steady, 2 CPUs: 1.2M ops/s and 600
- * ms of CPU time, against 1.9M and 390 ms in the runs that did not).  A
- * span merges only with neighbours of its own shard; the spans a thread
- * frees are mostly those it carved, side by side. */
+/* Each node's box comes in shards, each a box of its own, with its own
+ * lock and budget: a thread puts in one shard, unless the span has a hot
+ * neighbour in another (shard_for_put), and takes from it first, then
+ * from the others.  Two threads cycling L25 blocks through one box took
+ * its lock twice an operation each, and in a third of the runs slept on
+ * it some 700 times (l25_steady, 2 CPUs: 1.2M ops/s and 600 ms of CPU
+ * time, against 1.9M and 390 ms in the runs that did not).  A span merges
+ * only with neighbours of its own shard. */
 static struct hot_span_box boxes[HAK_MAX_NODES][HAK_HOT_SPAN_SHARDS];
 
 static unsigned shard_of(const struct hot_span_box *box)
@@ -91,6 +92,12 @@ static void unlink_span(struct hot_span_box *box, struct hak_slab *span)
     span->age_next = span->age_prev = NULL;
     box->bytes -= span_bytes(span);
     box->spans--;
+}
+
+/* Under the lock, once the box's spans changed. */
+static void note_longest(struct hot_span_box *box)
+{
+    __atomic_store_n(&box->longest, hak_span_bins_longest(&box->bins), __ATOMIC_RELAXED);
 }
 
 /* The bytes the box keeps: HAKMEM_HOT_BYTES, doubled for a program that
@@ -267,15 +274,12 @@ static struct hak_slab *split_head(struct hot_span_box *box, struct hak_slab *sp
 }
 
 /* pages pages from box, or NULL; split: whether they were cut from a
- * longer span.  A miss in the thread's own shard may grow its budget.
- * *now: read at the first box that holds something. */
-static struct hak_slab *take_from(struct hot_span_box *box, uint32_t pages, bool own, uint64_t *now,
+ * longer span.  *now: read at the first box that has a span to fit. */
+static struct hak_slab *take_from(struct hot_span_box *box, uint32_t pages, uint64_t *now,
                                   bool *split)
 {
-    /* An empty box misses with no lock, unless a squeeze may have emptied
-     * it (one merged span can hold all it had). */
-    if (!__atomic_load_n(&box->bytes, __ATOMIC_RELAXED) &&
-        (!own || !__atomic_load_n(&box->squeezed_ms, __ATOMIC_RELAXED)))
+    /* A box with no span long enough misses with no lock. */
+    if (__atomic_load_n(&box->longest, __ATOMIC_RELAXED) < pages)
         return NULL;
     if (!*now)
         *now = hak_os_now_ms();
@@ -289,12 +293,11 @@ static struct hak_slab *take_from(struct hot_span_box *box, uint32_t pages, bool
         span = desc ? split_head(box, span, desc, pages) : NULL;
     } else if (span) {
         unlink_span(box, span);
-    } else if (own) {
-        grow_after_miss(box, *now);
     }
     if (span)
         __atomic_store_n(&span->kind, HAK_SLAB_INVALID, __ATOMIC_RELAXED);
     struct hak_slab *evicted = collect_evictions(box, *now, hak_options.decay_ms, BY_USE);
+    note_longest(box);
     pthread_mutex_unlock(lock_of(box));
     release(evicted);
     return span;
@@ -309,31 +312,38 @@ struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages)
     bool split = false;
     struct hak_slab *span = NULL;
     for (unsigned i = 0; i < HAK_HOT_SPAN_SHARDS && !span; i++)
-        span =
-            take_from(&boxes[node][(mine + i) % HAK_HOT_SPAN_SHARDS], pages, i == 0, &now, &split);
-    if (span) {
-        if (split && pages > 2)
-            hak_span_map_pages(span, span->first_page + 1, pages - 2);
-        span->state = HAK_STATE_NONE;
-        span->end = span->start + span_bytes(span);
-        hak_stat_add(HAK_STAT_HOT_HITS, 1);
+        span = take_from(&boxes[node][(mine + i) % HAK_HOT_SPAN_SHARDS], pages, &now, &split);
+    if (!span) {
+        /* No shard had one: the thread's own may grow. */
+        struct hot_span_box *own = &boxes[node][mine];
+        if (__atomic_load_n(&own->squeezed_ms, __ATOMIC_RELAXED)) {
+            pthread_mutex_lock(lock_of(own));
+            grow_after_miss(own, now ? now : hak_os_now_ms());
+            pthread_mutex_unlock(lock_of(own));
+        }
+        return NULL;
     }
+    if (split && pages > 2)
+        hak_span_map_pages(span, span->first_page + 1, pages - 2);
+    span->state = HAK_STATE_NONE;
+    span->end = span->start + span_bytes(span);
+    hak_stat_add(HAK_STAT_HOT_HITS, 1);
     return span;
 }
 
-/* A hot span of shard next to span in its chunk, at page, or NULL.  A
- * span of another shard may be taken or put meanwhile, under that shard's
- * lock: put writes its shard before its kind (release), so that a span
- * read as hot and of this shard is (acquire), and only under this lock
- * does one become so. */
+/* A hot span of shard next to span in its chunk, at page, or NULL.  The
+ * page's span may be another shard's, which that shard's lock guards, or
+ * a descriptor freed and used again since: its kind, one read, tells
+ * whether it is hot and in which shard, and only under this shard's lock
+ * does a descriptor become hot here or stop being so (a span merged into
+ * its neighbour leaves as one taken does). */
 static struct hak_slab *hot_neighbour(struct hak_slab *span, uint32_t page, unsigned shard)
 {
     if (page < HAK_ARENA_HEADER_PAGES || page >= HAK_ARENA_PAGES)
         return NULL;
     struct hak_slab *other = ((struct hak_chunk *)span->chunk)->page_slab[page];
-    if (__atomic_load_n(&other->kind, __ATOMIC_ACQUIRE) != HAK_SLAB_HOT_SPAN)
-        return NULL;
-    return __atomic_load_n(&other->hot_shard, __ATOMIC_RELAXED) == shard ? other : NULL;
+    return __atomic_load_n(&other->kind, __ATOMIC_RELAXED) == HAK_SLAB_HOT_SPAN + shard ? other
+                                                                                        : NULL;
 }
 
 /* span grows over next, the span right after it. */
@@ -366,6 +376,7 @@ static struct hak_slab *coalesce(struct hot_span_box *box, struct hak_slab *span
     if (after) {
         unlink_span(box, after);
         absorb(span, after);
+        __atomic_store_n(&after->kind, HAK_SLAB_INVALID, __ATOMIC_RELAXED);
         drop[1] = after;
     }
     return span;
@@ -384,8 +395,9 @@ static unsigned shard_for_put(struct hak_slab *span)
         if (page < HAK_ARENA_HEADER_PAGES || page >= HAK_ARENA_PAGES)
             continue;
         struct hak_slab *other = ((struct hak_chunk *)span->chunk)->page_slab[page];
-        if (__atomic_load_n(&other->kind, __ATOMIC_ACQUIRE) == HAK_SLAB_HOT_SPAN)
-            return __atomic_load_n(&other->hot_shard, __ATOMIC_RELAXED);
+        unsigned kind = __atomic_load_n(&other->kind, __ATOMIC_RELAXED);
+        if (hak_slab_kind_is_hot(kind))
+            return kind - HAK_SLAB_HOT_SPAN;
     }
     return my_shard();
 }
@@ -420,13 +432,13 @@ void hak_hot_span_put(struct hak_slab *span)
     uint64_t now = hak_os_now_ms();
     pthread_mutex_lock(lock_of(box));
     span = coalesce(box, span, drop);
-    __atomic_store_n(&span->hot_shard, (uint8_t)shard, __ATOMIC_RELAXED);
-    __atomic_store_n(&span->kind, HAK_SLAB_HOT_SPAN, __ATOMIC_RELEASE);
+    __atomic_store_n(&span->kind, HAK_SLAB_HOT_SPAN + shard, __ATOMIC_RELAXED);
     span->freed_ms = now;
     hak_span_bins_insert(&box->bins, span);
     age_append(box, span);
     box->bytes += span_bytes(span);
     struct hak_slab *evicted = collect_evictions(box, now, hak_options.decay_ms, BY_USE);
+    note_longest(box);
     pthread_mutex_unlock(lock_of(box));
     for (unsigned i = 0; i < 2; i++)
         if (drop[i])
@@ -459,6 +471,7 @@ static size_t release_older(unsigned node, uint64_t now, uint64_t max_age_ms,
         size_t before = box->bytes;
         struct hak_slab *evicted = collect_evictions(box, now, max_age_ms, cause);
         bytes += before - box->bytes;
+        note_longest(box);
         pthread_mutex_unlock(lock_of(box));
         release(evicted);
     }

@@ -24,7 +24,7 @@
 
 /* A node's freed large mappings, still mapped and mostly resident.  Its
  * budget follows the program: a quarter of the recent peak of the node's
- * live large bytes (at least half the HotSpanBox's budget, at most
+ * live large bytes (at least half of HAKMEM_HOT_BYTES, at most
  * CACHE_CAP), so that a program cycling through big buffers finds their
  * pages again instead of faulting them in, as glibc's raised mmap threshold
  * and tcmalloc's span cache let it; the peak halves every decay period the

@@ -202,7 +202,7 @@ struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
 
 bool hak_page_arena_was_handed_out(const struct hak_slab *span, const void *ptr)
 {
-    if (span->kind == HAK_SLAB_HOT_SPAN)
+    if (hak_slab_kind_is_hot(span->kind))
         return true; /* only spans that served blocks enter the HotSpanBox */
     if (span->kind != HAK_SLAB_FREE_SPAN)
         return false;

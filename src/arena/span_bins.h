@@ -55,6 +55,15 @@ static inline struct hak_slab *hak_span_bins_fit(const struct hak_span_bins *bin
     return bins->by_pages[word * 64 + (unsigned)__builtin_ctzll(bits)];
 }
 
+/* The length of the longest span, 0 when there is none. */
+static inline uint32_t hak_span_bins_longest(const struct hak_span_bins *bins)
+{
+    for (unsigned word = HAK_SPAN_BIN_WORDS; word-- > 0;)
+        if (bins->nonempty[word])
+            return word * 64 + 63 - (unsigned)__builtin_clzll(bins->nonempty[word]);
+    return 0;
+}
+
 /* Points pages [first, first + count) of span's arena chunk at span, so
  * that a free there, or a neighbour looking for it, finds it; their words
  * for free say they serve no blocks. */

@@ -356,7 +356,7 @@ static uint32_t first_batch(uint32_t limit, unsigned cls)
  * thread.  A program whose count of live blocks of such a class swings by
  * more than the first cache sends blocks home and takes them back without
  * end, and each trip costs the same whatever the block's size: a span to
- * the HotSpanBox and back, under the node's lock (mid_light: 40 KiB
+ * the HotSpanBox and back, under one of its locks (mid_light: 40 KiB
  * blocks, a trip on one malloc in ten, a quarter of hakmem's instructions).
  * A freed block of these classes stays resident in the cache as it would
  * in the HotSpanBox.
@@ -370,7 +370,7 @@ static uint32_t first_batch(uint32_t limit, unsigned cls)
  * classes over 256 KiB, which holds none; l25, which writes its blocks
  * whole, peaked 4% higher when they grew as the smaller ones do.  With
  * 16 MiB in all, l25_light's 64 blocks a thread still took a span from the
- * HotSpanBox, under the node's lock, at one malloc in six: 7.75M ops/s
+ * HotSpanBox, under a lock, at one malloc in six: 7.75M ops/s
  * against 14.5M with 32 MiB, which kept half as much resident (3.9 MB
  * against 7.3 MB: fewer fresh spans carved). */
 #define CACHE_MAX_BLOCKS HAK_CACHE_LIMIT_MAX

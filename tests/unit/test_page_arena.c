@@ -346,7 +346,8 @@ static void test_hot_best_fit(void)
         free_span(fences[i]);
 }
 
-/* Neighbours put in any order become one span. */
+/* Neighbours put in any order become one span; the descriptors left over
+ * say so. */
 static void test_hot_merge(void)
 {
     struct hak_slab *fence;
@@ -360,6 +361,9 @@ static void test_hot_merge(void)
     hak_hot_span_put(x);
     hak_hot_span_put(z);
     hak_hot_span_put(y);
+    /* z's descriptor, merged into x, is free: a neighbour of another
+     * shard that still finds it must not take it for hot in its own. */
+    CHECK(z->kind == HAK_SLAB_INVALID, "a span merged into its neighbour kept kind %u", z->kind);
     struct hak_slab *whole = hak_hot_span_take(0, 12);
     check_hot(whole, start, 12, 5, "three neighbours put in the order 1, 3, 2");
     if (whole)
@@ -380,8 +384,9 @@ static void put_elsewhere(struct hak_slab *span)
     unit_thread_join(thread);
 }
 
-/* Threads put in shards of their own (a thread started here gets a shard
- * after the main thread's): a thread takes from its own shard first, even
+/* Threads put in shards of their own (given in turn: a thread started
+ * here, before any other test starts one, gets the shard after the main
+ * thread's): a thread takes from its own shard first, even
  * a span hotter in another, and from another when its own has nothing to
  * fit; mallinfo's count and malloc_trim see them all.  A span next to a
  * hot one goes to that one's shard, whoever puts it, and they merge. */
@@ -409,11 +414,11 @@ static void test_hot_shards(void)
     CHECK(second && second->start == theirs_start,
           "a span another thread put was not taken when the own shard had none");
     check_hot(second, theirs_start, 4, 7, "the span the other thread put");
-    if (!first || !second)
-        return;
 
-    hak_hot_span_put(first);
-    put_elsewhere(second);
+    if (first)
+        hak_hot_span_put(first);
+    if (second)
+        put_elsewhere(second);
     CHECK(hak_hot_span_release_all(0) == 8 * HAK_PAGE_SIZE,
           "malloc_trim did not release the spans of both shards");
     count = 0;
