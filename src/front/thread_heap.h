@@ -111,6 +111,9 @@ static inline void *hak_heap_pop(struct hak_thread *self, size_t cls, void *bloc
     if (HAK_UNLIKELY(hak_link_corrupted(next)))
         return hak_fatal_corrupted_link(block);
     self->head[cls] = (void *)next;
+    /* The next malloc of the class reads that block's link: fetched now,
+     * while the program works, it waits on no cache miss then. */
+    __builtin_prefetch((void *)next);
     hak_block_untag(block);
     self->room[cls]++;
     self->allocs[cls]++;
