@@ -184,6 +184,9 @@ struct hak_slab {
     uint32_t used; /* blocks handed out and not freed locally or collected */
     uint8_t state;
     bool queued; /* on the owner's delayed list; must not be released yet */
+    /* Arena spans: its pages were never handed out since their chunk was
+     * mapped, and so are zero (hak_page_arena_alloc; calloc reads it). */
+    bool fresh;
     char *carve; /* first block never handed out */
     struct hak_slab *next;
     struct hak_slab *prev;

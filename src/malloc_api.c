@@ -181,6 +181,8 @@ HAK_API void *hak_calloc(size_t nmemb, size_t size)
         return fail_nomem();
     if (total > HAK_L25_MAX)
         return alloc_large(total, HAK_PAGE_SIZE, true); /* fresh mappings are zero */
+    if (total > HAK_MID_MAX)
+        return hak_heap_alloc_zeroed(total, hak_mid_class(total));
     void *ptr = alloc(total);
     if (ptr)
         memset(ptr, 0, total);

@@ -18,7 +18,8 @@ hakmem_c_tests = \
 	tests/test_realloc_growth \
 	tests/test_large_split \
 	tests/test_trim \
-	tests/test_glibc_ext
+	tests/test_glibc_ext \
+	tests/test_calloc
 
 check_PROGRAMS += $(hakmem_c_tests) tests/cxx_map_threads tests/test_cxx_operators \
 	tests/cxx_replaced_new
@@ -109,6 +110,10 @@ tests_test_misuse_CFLAGS = $(hakmem_test_cflags)
 tests_test_misuse_LDFLAGS = $(hakmem_test_ldflags)
 tests_test_misuse_LDADD = src/libhakmem.la
 
+tests_test_calloc_SOURCES = tests/test_calloc.c tests/harness.h
+tests_test_calloc_CFLAGS = $(hakmem_test_cflags)
+tests_test_calloc_LDFLAGS = $(hakmem_test_ldflags)
+tests_test_calloc_LDADD = src/libhakmem.la
 tests_test_trim_SOURCES = tests/test_trim.c tests/harness.h
 tests_test_trim_CFLAGS = $(hakmem_test_cflags)
 tests_test_trim_LDFLAGS = $(hakmem_test_ldflags)

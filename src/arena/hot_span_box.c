@@ -327,6 +327,7 @@ struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages)
         hak_span_map_pages(span, span->first_page + 1, pages - 2);
     span->state = HAK_STATE_NONE;
     span->end = span->start + span_bytes(span);
+    span->fresh = false;
     hak_stat_add(HAK_STAT_HOT_HITS, 1);
     return span;
 }

@@ -183,17 +183,22 @@ struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
         if (!span)
             bin_insert(arena, whole);
     }
+    bool fresh = false;
     if (span) {
         /* Spans are cut from the front of free ones: a fresh chunk is
          * handed out front to back. */
         struct hak_arena_chunk *chunk = chunk_of(span);
         uint32_t end = span->first_page + pages;
+        fresh = span->first_page >= chunk->handed_out_pages;
         if (end > chunk->handed_out_pages)
             __atomic_store_n(&chunk->handed_out_pages, end, __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(lock_of(arena));
     if (!span)
         return NULL;
+    /* Not since a decommit, which madvise may refuse (locked pages): since
+     * the chunk was mapped. */
+    span->fresh = fresh;
     span->state = HAK_STATE_NONE;
     span->end = span->start + (size_t)span->pages * HAK_PAGE_SIZE;
     span->touched_pages = 0; /* the arena's spans are all clean */

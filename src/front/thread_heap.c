@@ -777,7 +777,9 @@ static void *alloc_checked(struct hak_heap *heap, unsigned cls, size_t size)
     return block;
 }
 
-void *hak_heap_refill(size_t size, size_t cls)
+/* The calling thread's heap, made if need be, its caches of the node the
+ * thread runs on; NULL (ENOMEM) when there is no memory for it. */
+static struct hak_heap *heap_for_refill(void)
 {
     struct hak_heap *heap = hak_tls.heap;
     if (heap == &hak_empty_heap) {
@@ -791,6 +793,14 @@ void *hak_heap_refill(size_t size, size_t cls)
     if (HAK_UNLIKELY(!atomic_load_explicit(&topology_checked, memory_order_relaxed)))
         maybe_discover_topology();
     follow_cpu(heap);
+    return heap;
+}
+
+void *hak_heap_refill(size_t size, size_t cls)
+{
+    struct hak_heap *heap = heap_for_refill();
+    if (!heap)
+        return NULL;
     /* Not empty after a move to another CPU of the same node. */
     void *cached = heap->thread->head[cls];
     if (cached)
@@ -830,6 +840,64 @@ void *hak_heap_refill(size_t size, size_t cls)
     heap->thread->room[cls] -= taken - 1;
     heap->thread->allocs[cls]++;
     hak_block_untag(block);
+    return block;
+}
+
+/* A span of its own for the one block of an L25 class, past the cache and
+ * the class's slabs with free blocks, which the caller found it has none
+ * of; *fresh: its pages were never handed out, and are zero but for the
+ * link and tag carving wrote.  NULL when the backend has no memory. */
+static void *block_of_own_span(struct hak_heap *heap, unsigned cls, bool *fresh)
+{
+    struct hak_slab *slab = fresh_slab(heap, cls);
+    if (!slab)
+        return NULL;
+    *fresh = slab->fresh;
+    heap->stats[cls].slabs_in++;
+    heap->stats[cls].refills++;
+    hak_slab_extend(slab);
+    void *block = slab->free;
+    slab->free = NULL;
+    slab->used = 1;
+    heap->stats[cls].blocks_held++;
+    /* Full, as slab_with_free leaves a slab with no free block: a remote
+     * free of the block notifies.  Nobody else knows the slab yet. */
+    hak_slab_arm_notify(slab);
+    slab->state = HAK_STATE_FULL;
+    list_push(&heap->full[cls], slab);
+    heap->thread->allocs[cls]++;
+    hak_block_untag(block);
+    return block;
+}
+
+void *hak_heap_alloc_zeroed(size_t size, size_t cls)
+{
+    struct hak_heap *heap = heap_for_refill();
+    if (!heap)
+        return NULL;
+    void *block = heap->thread->head[cls];
+    if (block) {
+        block = hak_heap_pop(heap->thread, cls, block);
+        memset(block, 0, size);
+        return block;
+    }
+    if (atomic_load_explicit(&heap->delayed, memory_order_relaxed))
+        drain_delayed(heap);
+    struct hak_slab *cur = heap->cur[cls];
+    bool reusable = (cur != &hak_empty_slab && hak_slab_has_free(cur)) || heap->partial[cls].head;
+    bool fresh = false;
+    block = NULL;
+    /* Checked mode keeps canaries, level 2 guards, memcheck tracks what is
+     * defined: their blocks take the usual way. */
+    if (hak_class_is_l25(cls) && !reusable && !hak_harden.checked && !hak_harden.guard_bytes &&
+        !hak_harden.memcheck) {
+        look_for_idle(heap, cls);
+        block = block_of_own_span(heap, cls, &fresh);
+    }
+    if (!block)
+        block = hak_heap_refill(size, cls);
+    if (block)
+        memset(block, 0, fresh ? 2 * sizeof(uintptr_t) : size);
     return block;
 }
 

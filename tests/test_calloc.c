@@ -1,0 +1,175 @@
+/* calloc's memory is zero whichever way hakmem finds it for a block over
+ * 32 KiB: a span fresh from the PageArena, which is zero already and of
+ * which calloc writes only the first words, or memory the program wrote
+ * before, cleared whole: a block the thread's cache holds, a span the
+ * HotSpanBox kept, one cut from a longer span, a block another thread
+ * freed.  And fresh memory stays untouched: blocks of 512 KiB, calloc'd
+ * and not written, fault in a page or so each, not their 128.
+ */
+#define _GNU_SOURCE
+#include <malloc.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "harness.h"
+
+#define BATCH 8
+
+static const size_t sizes[] = {32 * KiB + 1, 40000,     64 * KiB + 1, 100000,
+                               300 * KiB,    700 * KiB, MiB - 16,     MiB};
+
+static long minor_faults(void)
+{
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_minflt;
+}
+
+static void expect_zero(const void *block, size_t nmemb, size_t size, const char *how)
+{
+    CHECK(block != NULL, "calloc(%zu, %zu) %s: NULL", nmemb, size, how);
+    if (block == NULL) {
+        return;
+    }
+    size_t dirty = nonzero_offset(block, nmemb * size);
+    CHECK(dirty == PATTERN_INTACT, "calloc(%zu, %zu) %s: byte %zu is not zero", nmemb, size, how,
+          dirty);
+}
+
+static void dirty(void *block)
+{
+    memset(block, 0xAA, malloc_usable_size(block));
+}
+
+/* First, while the PageArena has only fresh memory to give. */
+static void test_fresh_untouched(void)
+{
+    enum { COUNT = 64 };
+    const size_t size = 512 * KiB;
+    void *blocks[COUNT];
+    long before = minor_faults();
+    for (int i = 0; i < COUNT; i++) {
+        blocks[i] = calloc(1, size);
+        if (blocks[i] == NULL) {
+            hard_error("calloc(1, %zu) failed", size);
+        }
+    }
+    long faults = minor_faults() - before;
+    /* Written whole, they would take 128 faults each. */
+    CHECK(faults < COUNT * 4, "%d fresh blocks of %zu bytes calloc'd: %ld minor faults", COUNT,
+          size, faults);
+    for (int i = 0; i < COUNT; i++) {
+        expect_zero(blocks[i], 1, size, "of fresh memory");
+    }
+    for (int i = 0; i < COUNT; i++) {
+        free(blocks[i]);
+    }
+}
+
+/* Written whole and freed, then calloc'd at the same size: the cache's
+ * blocks, then spans from the HotSpanBox. */
+static void test_recycled(void)
+{
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        void *blocks[BATCH];
+        for (int i = 0; i < BATCH; i++) {
+            blocks[i] = malloc(sizes[s]);
+            if (blocks[i] == NULL) {
+                hard_error("malloc(%zu) failed", sizes[s]);
+            }
+            dirty(blocks[i]);
+        }
+        for (int i = 0; i < BATCH; i++) {
+            free(blocks[i]);
+        }
+        for (int i = 0; i < BATCH; i++) {
+            blocks[i] = calloc(1, sizes[s]);
+            expect_zero(blocks[i], 1, sizes[s], "after frees of written blocks");
+            if (blocks[i] != NULL) {
+                dirty(blocks[i]);
+            }
+        }
+        for (int i = 0; i < BATCH; i++) {
+            free(blocks[i]);
+        }
+    }
+}
+
+/* Big blocks written and freed leave long hot spans, which calloc of
+ * smaller blocks cuts. */
+static void test_cut_from_longer(void)
+{
+    enum { BIG = 6, SMALL = 60 };
+    void *big[BIG], *small[SMALL];
+    for (int i = 0; i < BIG; i++) {
+        big[i] = malloc(MiB);
+        if (big[i] == NULL) {
+            hard_error("malloc(%zu) failed", MiB);
+        }
+        dirty(big[i]);
+    }
+    for (int i = 0; i < BIG; i++) {
+        free(big[i]);
+    }
+    for (int i = 0; i < SMALL; i++) {
+        small[i] = calloc(3, 25000);
+        expect_zero(small[i], 3, 25000, "cut from hot spans of 1 MiB");
+        if (small[i] != NULL) {
+            dirty(small[i]);
+        }
+    }
+    for (int i = 0; i < SMALL; i++) {
+        free(small[i]);
+    }
+}
+
+static void *free_batch(void *arg)
+{
+    void **blocks = arg;
+    for (int i = 0; i < BATCH; i++) {
+        free(blocks[i]);
+    }
+    return NULL;
+}
+
+/* Blocks another thread freed go home to this thread's slabs. */
+static void test_freed_elsewhere(void)
+{
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        void *blocks[BATCH];
+        for (int i = 0; i < BATCH; i++) {
+            blocks[i] = malloc(sizes[s]);
+            if (blocks[i] == NULL) {
+                hard_error("malloc(%zu) failed", sizes[s]);
+            }
+            dirty(blocks[i]);
+        }
+        pthread_t thread;
+        if (pthread_create(&thread, NULL, free_batch, blocks) != 0 ||
+            pthread_join(thread, NULL) != 0) {
+            hard_error("a thread to free the blocks failed");
+        }
+        for (int i = 0; i < BATCH; i++) {
+            blocks[i] = calloc(1, sizes[s]);
+            expect_zero(blocks[i], 1, sizes[s], "after another thread freed written blocks");
+        }
+        for (int i = 0; i < BATCH; i++) {
+            free(blocks[i]);
+        }
+    }
+}
+
+int main(void)
+{
+    if (under_valgrind()) {
+        printf("under valgrind faults are valgrind's: skipped\n");
+        return EXIT_SKIP;
+    }
+    test_fresh_untouched();
+    test_recycled();
+    test_cut_from_longer();
+    test_freed_elsewhere();
+    return test_result("test_calloc");
+}
