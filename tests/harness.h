@@ -260,6 +260,21 @@ static inline size_t vsz_bytes(void)
 
 /* Valgrind preloads its own helpers; under it RSS and address-space limits
  * describe valgrind's bookkeeping rather than the allocator's. */
+/* Whether the kernel backs all anonymous memory with huge pages, where a
+ * write faults in 2 MiB at once. */
+static inline int thp_always(void)
+{
+    char mode[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (f != NULL) {
+        if (fgets(mode, sizeof(mode), f) == NULL) {
+            mode[0] = 0;
+        }
+        fclose(f);
+    }
+    return strstr(mode, "[always]") != NULL;
+}
+
 static inline int under_valgrind(void)
 {
     const char *preload = getenv("LD_PRELOAD");

@@ -4,7 +4,10 @@
  * before, cleared whole: a block the thread's cache holds, a span the
  * HotSpanBox kept, one cut from a longer span, a block another thread
  * freed.  And fresh memory stays untouched: blocks of 512 KiB, calloc'd
- * and not written, fault in a page or so each, not their 128.
+ * and not written, fault in a page or so each, not their 128 (not where
+ * the kernel backs all memory with huge pages, nor at HAKMEM_HARDEN=2,
+ * which clears every block whole; test_harden_levels.sh runs this at
+ * levels 0 and 2).
  */
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -43,14 +46,25 @@ static void dirty(void *block)
     memset(block, 0xAA, malloc_usable_size(block));
 }
 
-/* First, while the PageArena has only fresh memory to give. */
+static int clears_whole(void)
+{
+    const char *level = getenv("HAKMEM_HARDEN");
+    return level != NULL && atoi(level) >= 2;
+}
+
+/* First, while the PageArena has only fresh memory to give.  The faults
+ * are counted past the first blocks, by which the process has mapped
+ * enough to look up its NUMA topology (thread_heap.c, DISCOVERY_BYTES). */
 static void test_fresh_untouched(void)
 {
-    enum { COUNT = 64 };
+    enum { COUNT = 64, UNCOUNTED = 24 };
     const size_t size = 512 * KiB;
     void *blocks[COUNT];
-    long before = minor_faults();
+    long before = 0;
     for (int i = 0; i < COUNT; i++) {
+        if (i == UNCOUNTED) {
+            before = minor_faults();
+        }
         blocks[i] = calloc(1, size);
         if (blocks[i] == NULL) {
             hard_error("calloc(1, %zu) failed", size);
@@ -58,8 +72,10 @@ static void test_fresh_untouched(void)
     }
     long faults = minor_faults() - before;
     /* Written whole, they would take 128 faults each. */
-    CHECK(faults < COUNT * 4, "%d fresh blocks of %zu bytes calloc'd: %ld minor faults", COUNT,
-          size, faults);
+    if (!thp_always() && !clears_whole()) {
+        CHECK(faults < (COUNT - UNCOUNTED) * 4, "%d fresh blocks of %zu bytes calloc'd: %ld faults",
+              COUNT - UNCOUNTED, size, faults);
+    }
     for (int i = 0; i < COUNT; i++) {
         expect_zero(blocks[i], 1, size, "of fresh memory");
     }
@@ -134,10 +150,12 @@ static void *free_batch(void *arg)
     return NULL;
 }
 
-/* Blocks another thread freed go home to this thread's slabs. */
+/* Blocks another thread freed go home to this thread's slabs, and from
+ * there, empty, to the HotSpanBox; the cache holds none (malloc_trim). */
 static void test_freed_elsewhere(void)
 {
     for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        malloc_trim(0);
         void *blocks[BATCH];
         for (int i = 0; i < BATCH; i++) {
             blocks[i] = malloc(sizes[s]);

@@ -217,19 +217,6 @@ static int child(int cold, int thp_always)
     return test_result(cold ? "test_page_telemetry (decommitted)" : "test_page_telemetry (hot)");
 }
 
-static int thp_always(void)
-{
-    char mode[128] = "";
-    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-    if (f != NULL) {
-        if (fgets(mode, sizeof(mode), f) == NULL) {
-            mode[0] = 0;
-        }
-        fclose(f);
-    }
-    return strstr(mode, "[always]") != NULL;
-}
-
 /* Runs the child with HAKMEM_STATS=1 and checks its exit report too. */
 static void run_child(const char *self, int cold)
 {

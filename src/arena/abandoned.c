@@ -46,6 +46,11 @@ struct hak_slab *hak_abandoned_pop(unsigned node, unsigned cls)
     return slab;
 }
 
+bool hak_abandoned_any(unsigned node, unsigned cls)
+{
+    return __atomic_load_n(&abandoned.lists[node][cls], __ATOMIC_RELAXED) != NULL;
+}
+
 struct hak_slab *hak_abandoned_take_all(unsigned node, unsigned cls)
 {
     struct hak_slab **list = &abandoned.lists[node][cls];

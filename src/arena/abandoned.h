@@ -11,6 +11,8 @@
  * one locked section: a thread leaves all its slabs at once. */
 void hak_abandoned_push(struct hak_slab *list);
 struct hak_slab *hak_abandoned_pop(unsigned node, unsigned cls);
+/* Whether node has abandoned slabs of class cls, at a glance (no lock). */
+bool hak_abandoned_any(unsigned node, unsigned cls);
 /* malloc_trim: takes all of node's abandoned slabs of class cls off their
  * list at once (linked through next); hak_abandoned_restore puts back those
  * still in use.  Neither counts as abandoning or adopting. */

@@ -883,14 +883,19 @@ void *hak_heap_alloc_zeroed(size_t size, size_t cls)
     }
     if (atomic_load_explicit(&heap->delayed, memory_order_relaxed))
         drain_delayed(heap);
+    /* Blocks of the class to reuse, in the slabs the usual way takes first
+     * (next_slab), among them those another thread freed into the current
+     * one. */
     struct hak_slab *cur = heap->cur[cls];
-    bool reusable = (cur != &hak_empty_slab && hak_slab_has_free(cur)) || heap->partial[cls].head;
+    if (cur != &hak_empty_slab)
+        collect(heap, cur);
+    bool reusable = (cur != &hak_empty_slab && hak_slab_has_free(cur)) || heap->partial[cls].head ||
+                    hak_abandoned_any(heap->node, cls);
     bool fresh = false;
     block = NULL;
     /* Checked mode keeps canaries, level 2 guards, memcheck tracks what is
      * defined: their blocks take the usual way. */
-    if (hak_class_is_l25(cls) && !reusable && !hak_harden.checked && !hak_harden.guard_bytes &&
-        !hak_harden.memcheck) {
+    if (!reusable && !hak_harden.checked && !hak_harden.guard_bytes && !hak_harden.memcheck) {
         look_for_idle(heap, cls);
         block = block_of_own_span(heap, cls, &fresh);
     }

@@ -443,6 +443,42 @@ static void test_hot_shards(void)
     free_span(fence);
 }
 
+/* A span is fresh (zero, for calloc) only when the arena cuts it from
+ * pages it never handed out since their chunk was mapped: the front of a
+ * new chunk and the rest after it, not pages freed and cut again (their
+ * decommit may have failed), nor a span the HotSpanBox gives back. */
+static void test_fresh_spans(void)
+{
+    uint64_t chunks = counter(HAK_STAT_ARENA_CHUNKS);
+    /* The wholly free chunk the arena keeps, if any, or a new one. */
+    struct hak_slab *spare = alloc_span(HAK_ARENA_USABLE_PAGES);
+    struct hak_slab *front = alloc_span(HAK_ARENA_USABLE_PAGES - 8);
+    CHECK(counter(HAK_STAT_ARENA_CHUNKS) > chunks, "two chunks' worth of spans made no chunk");
+    CHECK(front->fresh, "the front of a new chunk was not fresh");
+    /* The chunk's last 8 pages, the latest span of that length in the
+     * bins, which the arena takes first. */
+    struct hak_slab *rest = alloc_span(8);
+    if (rest->chunk != front->chunk)
+        hard_error("the rest of a new chunk was not cut next");
+    CHECK(rest->fresh, "the rest of a new chunk, cut after its front, was not fresh");
+
+    char *rest_start = rest->start;
+    free_span(rest);
+    struct hak_slab *again = alloc_span(8);
+    if (again->start != rest_start)
+        hard_error("the arena did not cut the pages just freed again");
+    CHECK(!again->fresh, "pages handed out before, freed and cut again, were taken for fresh");
+
+    fill_pattern(again->start, 8 * HAK_PAGE_SIZE, 9);
+    hak_hot_span_put(again);
+    struct hak_slab *hot = hak_hot_span_take(0, 8);
+    CHECK(hot && !hot->fresh, "a span from the HotSpanBox was taken for fresh");
+    if (hot)
+        free_span(hot);
+    free_span(front);
+    free_span(spare);
+}
+
 /* Over budget, the oldest spans leave: decommitted (they read as zeros) and
  * back in the arena. */
 static void test_hot_budget(void)
@@ -736,6 +772,7 @@ int main(void)
     test_hot_best_fit();
     test_hot_merge();
     test_hot_shards();
+    test_fresh_spans();
     test_hot_budget();
     test_concurrent_neighbours();
     test_concurrent_chunks();
