@@ -52,6 +52,18 @@ static int clears_whole(void)
     return level != NULL && atoi(level) >= 2;
 }
 
+/* BATCH blocks of size, written whole. */
+static void malloc_written(void **blocks, size_t size)
+{
+    for (int i = 0; i < BATCH; i++) {
+        blocks[i] = malloc(size);
+        if (blocks[i] == NULL) {
+            hard_error("malloc(%zu) failed", size);
+        }
+        dirty(blocks[i]);
+    }
+}
+
 /* First, while the PageArena has only fresh memory to give.  The faults
  * are counted past the first blocks, by which the process has mapped
  * enough to look up its NUMA topology (thread_heap.c, DISCOVERY_BYTES). */
@@ -90,13 +102,7 @@ static void test_recycled(void)
 {
     for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
         void *blocks[BATCH];
-        for (int i = 0; i < BATCH; i++) {
-            blocks[i] = malloc(sizes[s]);
-            if (blocks[i] == NULL) {
-                hard_error("malloc(%zu) failed", sizes[s]);
-            }
-            dirty(blocks[i]);
-        }
+        malloc_written(blocks, sizes[s]);
         for (int i = 0; i < BATCH; i++) {
             free(blocks[i]);
         }
@@ -157,13 +163,7 @@ static void test_freed_elsewhere(void)
     for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
         malloc_trim(0);
         void *blocks[BATCH];
-        for (int i = 0; i < BATCH; i++) {
-            blocks[i] = malloc(sizes[s]);
-            if (blocks[i] == NULL) {
-                hard_error("malloc(%zu) failed", sizes[s]);
-            }
-            dirty(blocks[i]);
-        }
+        malloc_written(blocks, sizes[s]);
         pthread_t thread;
         if (pthread_create(&thread, NULL, free_batch, blocks) != 0 ||
             pthread_join(thread, NULL) != 0) {
