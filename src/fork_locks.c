@@ -4,6 +4,11 @@
     {                                                                                              \
         .mutex = HAK_LOCK_INITIALIZER                                                              \
     }
+#define NODE_LOCKS                                                                                 \
+    {                                                                                              \
+        .shared_pool = LOCK, .page_arena = LOCK, .large = LOCK,                                    \
+        .hot_span = {[0 ... HAK_HOT_SPAN_SHARDS - 1] = LOCK},                                      \
+    }
 
 struct hak_fork_locks hak_fork_locks __attribute__((aligned(HAK_PAGE_SIZE))) = {
     .numa_count = LOCK,
@@ -13,6 +18,5 @@ struct hak_fork_locks hak_fork_locks __attribute__((aligned(HAK_PAGE_SIZE))) = {
     .superslab_region = LOCK,
     .page_map = LOCK,
     .os_reservation = LOCK,
-    .node = {[0 ... HAK_MAX_NODES -
-              1] = {LOCK, LOCK, LOCK, {[0 ... HAK_HOT_SPAN_SHARDS - 1] = LOCK}}},
+    .node = {[0 ... HAK_MAX_NODES - 1] = NODE_LOCKS},
 };

@@ -258,8 +258,6 @@ static inline size_t vsz_bytes(void)
     return statm_bytes(0);
 }
 
-/* Valgrind preloads its own helpers; under it RSS and address-space limits
- * describe valgrind's bookkeeping rather than the allocator's. */
 /* Whether the kernel backs all anonymous memory with huge pages, where a
  * write faults in 2 MiB at once. */
 static inline int thp_always(void)
@@ -275,6 +273,8 @@ static inline int thp_always(void)
     return strstr(mode, "[always]") != NULL;
 }
 
+/* Valgrind preloads its own helpers; under it RSS and address-space limits
+ * describe valgrind's bookkeeping rather than the allocator's. */
 static inline int under_valgrind(void)
 {
     const char *preload = getenv("LD_PRELOAD");

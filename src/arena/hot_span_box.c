@@ -332,6 +332,14 @@ struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages)
     return span;
 }
 
+/* The descriptor of page of span's chunk, or NULL past its usable pages. */
+static struct hak_slab *span_at(const struct hak_slab *span, uint32_t page)
+{
+    if (page < HAK_ARENA_HEADER_PAGES || page >= HAK_ARENA_PAGES)
+        return NULL;
+    return ((struct hak_chunk *)span->chunk)->page_slab[page];
+}
+
 /* A hot span of shard next to span in its chunk, at page, or NULL.  The
  * page's span may be another shard's, which that shard's lock guards, or
  * a descriptor freed and used again since: its kind, one read, tells
@@ -340,11 +348,10 @@ struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages)
  * its neighbour leaves as one taken does). */
 static struct hak_slab *hot_neighbour(struct hak_slab *span, uint32_t page, unsigned shard)
 {
-    if (page < HAK_ARENA_HEADER_PAGES || page >= HAK_ARENA_PAGES)
-        return NULL;
-    struct hak_slab *other = ((struct hak_chunk *)span->chunk)->page_slab[page];
-    return __atomic_load_n(&other->kind, __ATOMIC_RELAXED) == HAK_SLAB_HOT_SPAN + shard ? other
-                                                                                        : NULL;
+    struct hak_slab *other = span_at(span, page);
+    return other && __atomic_load_n(&other->kind, __ATOMIC_RELAXED) == HAK_SLAB_HOT_SPAN + shard
+               ? other
+               : NULL;
 }
 
 /* span grows over next, the span right after it. */
@@ -392,11 +399,8 @@ static unsigned shard_for_put(struct hak_slab *span)
 {
     uint32_t neighbours[2] = {span->first_page - 1, span->first_page + span->pages};
     for (unsigned i = 0; i < 2; i++) {
-        uint32_t page = neighbours[i];
-        if (page < HAK_ARENA_HEADER_PAGES || page >= HAK_ARENA_PAGES)
-            continue;
-        struct hak_slab *other = ((struct hak_chunk *)span->chunk)->page_slab[page];
-        unsigned kind = __atomic_load_n(&other->kind, __ATOMIC_RELAXED);
+        struct hak_slab *other = span_at(span, neighbours[i]);
+        unsigned kind = other ? __atomic_load_n(&other->kind, __ATOMIC_RELAXED) : HAK_SLAB_INVALID;
         if (hak_slab_kind_is_hot(kind))
             return kind - HAK_SLAB_HOT_SPAN;
     }

@@ -1,17 +1,20 @@
 /* The HotSpanBox: spans freed recently stay mapped and resident, and are
  * handed out again before the PageArena touches a fresh page.  Neighbouring
- * hot spans merge, and a longer one is cut for a shorter request.  Bounded
- * by a byte budget, which grows for a program that asks again for what it
- * gave back (hot_span_box.c), and by age (HAKMEM_HOT_BYTES,
- * HAKMEM_DECAY_MS); what falls out is decommitted and returned to the
- * PageArena. */
+ * hot spans merge, and a longer one is cut for a shorter request.  A node's
+ * box is HAK_HOT_SPAN_SHARDS shards, each with its lock: a thread puts in
+ * its own and takes from it first.  Each is bounded by a byte budget,
+ * which grows for a program that asks again for what it gave back
+ * (hot_span_box.c), and by age (HAKMEM_HOT_BYTES, HAKMEM_DECAY_MS); what
+ * falls out is decommitted and returned to the PageArena. */
 #ifndef HAK_HOT_SPAN_BOX_H
 #define HAK_HOT_SPAN_BOX_H
 
 #include "../internal.h"
 
 /* pages pages of hot memory on node: the front of the shortest hot span
- * that is long enough, the most recently freed of that length; or NULL. */
+ * that is long enough, the most recently freed of that length, in the
+ * calling thread's shard, or else in the first other shard that has one;
+ * or NULL. */
 struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages);
 /* Keeps a freed (dirty) span. */
 void hak_hot_span_put(struct hak_slab *span);

@@ -885,7 +885,8 @@ void *hak_heap_alloc_zeroed(size_t size, size_t cls)
         drain_delayed(heap);
     /* Blocks of the class to reuse, in the slabs the usual way takes first
      * (next_slab), among them those another thread freed into the current
-     * one. */
+     * one.  Abandoned slabs count whether or not they have free blocks:
+     * the usual way adopts them, and clears the block whole. */
     struct hak_slab *cur = heap->cur[cls];
     if (cur != &hak_empty_slab)
         collect(heap, cur);
@@ -893,9 +894,9 @@ void *hak_heap_alloc_zeroed(size_t size, size_t cls)
                     hak_abandoned_any(heap->node, cls);
     bool fresh = false;
     block = NULL;
-    /* Checked mode keeps canaries, level 2 guards, memcheck tracks what is
-     * defined: their blocks take the usual way. */
-    if (!reusable && !hak_harden.checked && !hak_harden.guard_bytes && !hak_harden.memcheck) {
+    /* Checked mode (level 2, memcheck) keeps canaries and guard pages, and
+     * memcheck tracks what is defined: its blocks take the usual way. */
+    if (!reusable && !hak_harden.checked) {
         look_for_idle(heap, cls);
         block = block_of_own_span(heap, cls, &fresh);
     }

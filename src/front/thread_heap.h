@@ -42,7 +42,7 @@ void *hak_heap_refill(size_t size, size_t cls);
  * pages untouched, as glibc and jemalloc hand out fresh memory (calloc of
  * 200 blocks of 512 KiB, a byte of each written: 25.9k faults and 104 MB
  * resident when each was cleared whole, glibc's 278 faults and 2.0 MB).
- * Checked mode, level 2 and memcheck clear every block whole. */
+ * Checked mode (level 2, memcheck) clears every block whole. */
 void *hak_heap_alloc_zeroed(size_t size, size_t cls);
 /* The cache of cls is full; its first block, just freed, is slab's and
  * starts one of its blocks (hak_heap_free tested it).  The block comes

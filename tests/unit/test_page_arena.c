@@ -362,7 +362,9 @@ static void test_hot_merge(void)
     hak_hot_span_put(z);
     hak_hot_span_put(y);
     /* z's descriptor, merged into x, is free: a neighbour of another
-     * shard that still finds it must not take it for hot in its own. */
+     * shard that still finds it must not take it for hot in its own.
+     * (Freed, a descriptor keeps all but its first word, the meta
+     * allocator's link.) */
     CHECK(z->kind == HAK_SLAB_INVALID, "a span merged into its neighbour kept kind %u", z->kind);
     struct hak_slab *whole = hak_hot_span_take(0, 12);
     check_hot(whole, start, 12, 5, "three neighbours put in the order 1, 3, 2");
