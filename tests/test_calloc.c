@@ -1,13 +1,13 @@
-/* calloc's memory is zero whichever way hakmem finds it for a block over
- * 32 KiB: a span fresh from the PageArena, which is zero already and of
- * which calloc writes only the first words, or memory the program wrote
- * before, cleared whole: a block the thread's cache holds, a span the
- * HotSpanBox kept, one cut from a longer span, a block another thread
- * freed.  And fresh memory stays untouched: blocks of 512 KiB, calloc'd
- * and not written, fault in a page or so each, not their 128 (not where
- * the kernel backs all memory with huge pages, nor at HAKMEM_HARDEN=2,
- * which clears every block whole; test_harden_levels.sh runs this at
- * levels 0 and 2).
+/* calloc's memory is zero whichever way hakmem finds it for a block over 32
+ * KiB: a span fresh from the PageArena, which is zero already and of which
+ * calloc writes only the first words, or memory the program wrote before,
+ * cleared whole: a block the thread's cache holds, a span the HotSpanBox
+ * kept, one cut from a longer span, a block another thread freed; also in a
+ * forked child and in a key destructor at thread exit.  And fresh memory
+ * stays untouched: blocks of 512 KiB, calloc'd and not written, fault in a
+ * page or so each, not their 128 (not where the kernel backs all memory
+ * with huge pages, nor at HAKMEM_HARDEN=2, which clears every block whole;
+ * test_harden_levels.sh runs this at levels 0 and 2).
  */
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -179,6 +181,60 @@ static void test_freed_elsewhere(void)
     }
 }
 
+/* A forked child, whose parent's other threads are gone, and a thread's
+ * key destructor, which may run after hakmem's own exit hook took the
+ * thread's heap: calloc there too. */
+static void calloc_some(const char *where)
+{
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        void *block = calloc(1, sizes[s]);
+        expect_zero(block, 1, sizes[s], where);
+        if (block != NULL) {
+            dirty(block);
+        }
+        free(block);
+    }
+}
+
+static pthread_key_t late_key;
+
+static void calloc_late(void *value)
+{
+    (void)value;
+    calloc_some("in a key destructor at thread exit");
+}
+
+static void *set_late_key(void *arg)
+{
+    (void)arg;
+    pthread_setspecific(late_key, &late_key);
+    calloc_some("in a thread");
+    return NULL;
+}
+
+static void test_child_and_late_thread(void)
+{
+    pid_t child = fork();
+    if (child < 0) {
+        hard_error("fork failed");
+    }
+    if (child == 0) {
+        calloc_some("in a forked child");
+        _exit(test_result("test_calloc (child)") == 0 ? 0 : 1);
+    }
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "calloc in a forked child failed (status %#x)", status);
+
+    if (pthread_key_create(&late_key, calloc_late) != 0) {
+        hard_error("pthread_key_create failed");
+    }
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, set_late_key, NULL) != 0 || pthread_join(thread, NULL) != 0) {
+        hard_error("a thread whose key destructor callocs failed");
+    }
+}
+
 int main(void)
 {
     if (under_valgrind()) {
@@ -189,5 +245,6 @@ int main(void)
     test_recycled();
     test_cut_from_longer();
     test_freed_elsewhere();
+    test_child_and_late_thread();
     return test_result("test_calloc");
 }
