@@ -84,6 +84,16 @@ if "$bench/large_blocks" min_mb=4 max_mb=3 >/dev/null 2>&1; then
     fail "large_blocks: accepted max_mb below min_mb"
 fi
 
+# ops = live + steps; a byte in every page of 64 tables of 256 KiB: well
+# over 8 MiB resident.
+check_line calloc_tables 68 steps=4 live=64 min_kb=256 max_kb=256 stride_kb=4
+if [ -n "$line" ] && [ "$(field maxrss_kb "$line")" -lt 8192 ]; then
+    fail "calloc_tables: peak RSS $(field maxrss_kb "$line") KiB; the tables are not being written"
+fi
+if "$bench/calloc_tables" min_kb=512 max_kb=256 >/dev/null 2>&1; then
+    fail "calloc_tables: accepted max_kb below min_kb"
+fi
+
 # Every page of every block is written, so a thread holding about half of 64
 # blocks averaging 544 KiB must have well over 8 MiB resident at its peak.
 check_line l25 400 threads=1 cycles=400 ws=64
