@@ -44,7 +44,9 @@ static unsigned shard_of(const struct hot_span_box *box)
 static pthread_mutex_t *lock_of(const struct hot_span_box *box)
 {
     size_t index = (size_t)(box - &boxes[0][0]);
-    return &hak_fork_locks.node[index / HAK_HOT_SPAN_SHARDS].hot_span[shard_of(box)].mutex;
+    return &hak_fork_locks.node[index / HAK_HOT_SPAN_SHARDS]
+                .hot_span[index % HAK_HOT_SPAN_SHARDS]
+                .mutex;
 }
 
 /* The calling thread's shard: given in turn to threads as they first put

@@ -796,15 +796,10 @@ static struct hak_heap *heap_for_refill(void)
     return heap;
 }
 
-void *hak_heap_refill(size_t size, size_t cls)
+/* A block of cls for heap, whose cache of cls is empty: the block and a
+ * batch for the cache from the class's slabs. */
+static void *refill(struct hak_heap *heap, size_t size, unsigned cls)
 {
-    struct hak_heap *heap = heap_for_refill();
-    if (!heap)
-        return NULL;
-    /* Not empty after a move to another CPU of the same node. */
-    void *cached = heap->thread->head[cls];
-    if (cached)
-        return hak_heap_pop(heap->thread, cls, cached);
     if (atomic_load_explicit(&heap->delayed, memory_order_relaxed))
         drain_delayed(heap);
     if (HAK_UNLIKELY(hak_harden.checked))
@@ -843,6 +838,18 @@ void *hak_heap_refill(size_t size, size_t cls)
     return block;
 }
 
+void *hak_heap_refill(size_t size, size_t cls)
+{
+    struct hak_heap *heap = heap_for_refill();
+    if (!heap)
+        return NULL;
+    /* Not empty after a move to another CPU of the same node. */
+    void *cached = heap->thread->head[cls];
+    if (cached)
+        return hak_heap_pop(heap->thread, cls, cached);
+    return refill(heap, size, cls);
+}
+
 /* A span of its own for the one block of an L25 class, past the cache and
  * the class's slabs with free blocks, which the caller found it has none
  * of; *fresh: its pages were never handed out, and are zero but for the
@@ -870,6 +877,21 @@ static void *block_of_own_span(struct hak_heap *heap, unsigned cls, bool *fresh)
     return block;
 }
 
+/* Whether the class has blocks to reuse in the slabs refill takes first
+ * (next_slab), among them those another thread freed into the current
+ * one.  Abandoned slabs count whether or not they have free blocks: refill
+ * adopts them, and calloc clears the block whole. */
+static bool has_blocks_to_reuse(struct hak_heap *heap, unsigned cls)
+{
+    if (atomic_load_explicit(&heap->delayed, memory_order_relaxed))
+        drain_delayed(heap);
+    struct hak_slab *cur = heap->cur[cls];
+    if (cur != &hak_empty_slab)
+        collect(heap, cur);
+    return (cur != &hak_empty_slab && hak_slab_has_free(cur)) || heap->partial[cls].head ||
+           hak_abandoned_any(heap->node, cls);
+}
+
 void *hak_heap_alloc_zeroed(size_t size, size_t cls)
 {
     struct hak_heap *heap = heap_for_refill();
@@ -881,27 +903,15 @@ void *hak_heap_alloc_zeroed(size_t size, size_t cls)
         memset(block, 0, size);
         return block;
     }
-    if (atomic_load_explicit(&heap->delayed, memory_order_relaxed))
-        drain_delayed(heap);
-    /* Blocks of the class to reuse, in the slabs the usual way takes first
-     * (next_slab), among them those another thread freed into the current
-     * one.  Abandoned slabs count whether or not they have free blocks:
-     * the usual way adopts them, and clears the block whole. */
-    struct hak_slab *cur = heap->cur[cls];
-    if (cur != &hak_empty_slab)
-        collect(heap, cur);
-    bool reusable = (cur != &hak_empty_slab && hak_slab_has_free(cur)) || heap->partial[cls].head ||
-                    hak_abandoned_any(heap->node, cls);
     bool fresh = false;
-    block = NULL;
     /* Checked mode (level 2, memcheck) keeps canaries and guard pages, and
      * memcheck tracks what is defined: its blocks take the usual way. */
-    if (!reusable && !hak_harden.checked) {
+    if (!hak_harden.checked && !has_blocks_to_reuse(heap, cls)) {
         look_for_idle(heap, cls);
         block = block_of_own_span(heap, cls, &fresh);
     }
     if (!block)
-        block = hak_heap_refill(size, cls);
+        block = refill(heap, size, cls);
     if (block)
         memset(block, 0, fresh ? 2 * sizeof(uintptr_t) : size);
     return block;
