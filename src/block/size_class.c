@@ -5,12 +5,14 @@
 #define SMALL_OF(sz) ((sz) <= 16 ? 0 : (sz) <= 128 ? ((sz) + 15) / 16 - 1 \
                       : (sz) <= 256 ? 8 + ((sz) - 129) / 32 : (sz) <= 512 ? 12 + ((sz) - 257) / 64 \
                       : 16 + ((sz) - 513) / 128)
-#define S4(i) SMALL_OF((i) * 8), SMALL_OF((i) * 8 + 8), SMALL_OF((i) * 8 + 16), \
-              SMALL_OF((i) * 8 + 24)
-#define S16(i) S4(i), S4((i) + 4), S4((i) + 8), S4((i) + 12)
-#define S64(i) S16(i), S16((i) + 16), S16((i) + 32), S16((i) + 48)
+#define B4(sz) SMALL_OF(sz), SMALL_OF((sz) + 1), SMALL_OF((sz) + 2), SMALL_OF((sz) + 3)
+#define B16(sz) B4(sz), B4((sz) + 4), B4((sz) + 8), B4((sz) + 12)
+#define B64(sz) B16(sz), B16((sz) + 16), B16((sz) + 32), B16((sz) + 48)
+#define B256(sz) B64(sz), B64((sz) + 64), B64((sz) + 128), B64((sz) + 192)
 
-const uint8_t hak_small_class_of[HAK_SMALL_MAX / 8 + 1] = {S64(0), S64(64), SMALL_OF(1024)};
+const uint8_t hak_small_class_of[HAK_SMALL_MAX + 1] = {
+    B256(0), B256(256), B256(512), B256(768), SMALL_OF(1024),
+};
 
 /* The Mid and L25 classes by (size - 1) / 256: every bound between them is
  * a multiple of 256, a quarter of a doubling from 1 KiB on, so a 256-byte
