@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <linux/mempolicy.h>
 #include <string.h>
 #include <sched.h>
@@ -20,9 +21,43 @@
 #include "print.h"
 #include "stats.h"
 
+/* The lowest aligned mapping made: the next one is asked for just below
+ * it, where the kernel, which hands out addresses from the top down, has
+ * most often left room, so that one mmap makes it.  A mapping that had to
+ * be cut to its alignment from one as much bigger took an mmap and two
+ * munmaps, each holding the mmap lock for writing, while the other
+ * threads' page faults in the mappings they merge with wait for it (l25,
+ * two threads faulting in their first chunks: 6-9 ms of its 20 ms asleep
+ * on the lock).  Any thread updates it; a stale hint only costs a try. */
+static _Atomic uintptr_t aligned_hint;
+
+/* A mapping of size at addr, or NULL when that range is not free; kernels
+ * before 4.17 take the flag for a hint, and a mapping elsewhere is a
+ * refusal too. */
+static void *map_exactly_at(uintptr_t addr, size_t size, int prot)
+{
+    void *got = mmap((void *)addr, size, prot,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (got == MAP_FAILED)
+        return NULL;
+    if ((uintptr_t)got != addr) {
+        munmap(got, size);
+        return NULL;
+    }
+    return got;
+}
+
 static void *map_aligned(size_t size, size_t align, int prot)
 {
-    size_t span = size + align - 4096;
+    uintptr_t below = atomic_load_explicit(&aligned_hint, memory_order_relaxed);
+    if (align > HAK_PAGE_SIZE && below > size) {
+        char *start = map_exactly_at((below - size) & ~(uintptr_t)(align - 1), size, prot);
+        if (start) {
+            atomic_store_explicit(&aligned_hint, (uintptr_t)start, memory_order_relaxed);
+            return start;
+        }
+    }
+    size_t span = size + align - HAK_PAGE_SIZE;
     if (span < size) {
         errno = ENOMEM;
         return NULL;
@@ -39,6 +74,8 @@ static void *map_aligned(size_t size, size_t align, int prot)
         munmap(raw, head);
     if (tail)
         munmap((char *)start + size, tail);
+    if (align > HAK_PAGE_SIZE)
+        atomic_store_explicit(&aligned_hint, start, memory_order_relaxed);
     return (void *)start;
 }
 
@@ -382,16 +419,8 @@ bool hak_os_free_memory_reported(const char *root)
 
 bool hak_os_map_at(void *addr, size_t size)
 {
-    /* Kernels before 4.17 take the flag for a hint: a mapping elsewhere is
-     * a refusal too. */
-    void *got = mmap(addr, size, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
-    if (got == MAP_FAILED)
+    if (!map_exactly_at((uintptr_t)addr, size, PROT_READ | PROT_WRITE))
         return false;
-    if (got != addr) {
-        munmap(got, size);
-        return false;
-    }
     hak_stat_add(HAK_STAT_MAPPED_BYTES, size);
     return true;
 }

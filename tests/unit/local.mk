@@ -20,7 +20,8 @@ UNIT_TESTS = \
 	tests/unit/test_decommit \
 	tests/unit/test_cpu_move \
 	tests/unit/test_retained \
-	tests/unit/test_free_memory_reported
+	tests/unit/test_free_memory_reported \
+	tests/unit/test_os_map
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 
@@ -32,6 +33,11 @@ tests_unit_test_size_class_SOURCES = tests/unit/test_size_class.c tests/unit/uni
 tests_unit_test_size_class_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_size_class_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_size_class_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_os_map_SOURCES = tests/unit/test_os_map.c tests/unit/unit.h
+tests_unit_test_os_map_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_os_map_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_os_map_LDADD = $(UNIT_LDADD)
 
 tests_unit_test_slab_SOURCES = tests/unit/test_slab.c tests/unit/unit.h
 tests_unit_test_slab_CPPFLAGS = $(UNIT_CPPFLAGS)

@@ -1,0 +1,140 @@
+/* Aligned mappings (os.c): each aligned and writable, and, where the
+ * address space below the last one is free, made right below it, in one
+ * mmap with no trimming; where that range is taken, elsewhere, still
+ * aligned, over nothing mapped before. */
+#include <stdio.h>
+#include <string.h>
+
+#include "os.h"
+#include "unit.h"
+
+#define MIB ((size_t)1 << 20)
+#define MAPS 8
+
+static bool aligned_to(const void *ptr, size_t align)
+{
+    return (uintptr_t)ptr % align == 0;
+}
+
+static void check_usable(char *map, size_t size, size_t align, const char *what)
+{
+    CHECK(map != NULL, "%s: no mapping of %zu bytes", what, size);
+    if (!map)
+        return;
+    CHECK(aligned_to(map, align), "%s: %p not aligned to %zu", what, (void *)map, align);
+    map[0] = 1;
+    map[size - 1] = 1;
+}
+
+/* Chunk-shaped mappings, one after another, come out adjacent, each below
+ * the one before. */
+static void test_adjacent_below(size_t size, size_t align)
+{
+    char *maps[MAPS];
+    for (int i = 0; i < MAPS; i++)
+        maps[i] = hak_os_map_aligned(size, align);
+    for (int i = 0; i < MAPS; i++)
+        check_usable(maps[i], size, align, "adjacent");
+    for (int i = 1; i < MAPS; i++)
+        CHECK(maps[i] + size == maps[i - 1],
+              "map %d of %zu bytes at %p, not right below map %d at %p", i, size, (void *)maps[i],
+              i - 1, (void *)maps[i - 1]);
+    for (int i = 0; i < MAPS; i++)
+        if (maps[i])
+            hak_os_unmap(maps[i], size);
+}
+
+/* A hole just one mapping big right below the last: the next mapping fills
+ * it, which only a map of its own size there can do (one as much bigger,
+ * to be cut to the alignment, does not fit). */
+static void test_fills_hole_below(void)
+{
+    const size_t size = 4 * MIB, align = 4 * MIB, guard_size = 16 * MIB;
+    char *first = hak_os_map_aligned(size, align);
+    check_usable(first, size, align, "above the hole");
+    if (!first)
+        return;
+    char *hole = first - size;
+    char *guard = mmap(hole - guard_size, guard_size, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (guard == hole - guard_size) {
+        char *second = hak_os_map_aligned(size, align);
+        check_usable(second, size, align, "in the hole");
+        CHECK(second == hole, "a mapping of %zu bytes at %p, not in the hole at %p", size,
+              (void *)second, (void *)hole);
+        if (second)
+            hak_os_unmap(second, size);
+    } else {
+        printf("note: the range below %p is taken; no hole to fill\n", (void *)hole);
+    }
+    if (guard != MAP_FAILED)
+        munmap(guard, guard_size);
+    hak_os_unmap(first, size);
+}
+
+/* The range the next mapping would ask for is someone else's: the mapping
+ * lands elsewhere, aligned, and that memory keeps what was written in it. */
+static void test_hinted_range_taken(void)
+{
+    const size_t size = 4 * MIB, align = 4 * MIB;
+    char *first = hak_os_map_aligned(size, align);
+    check_usable(first, size, align, "first");
+    if (!first)
+        return;
+    char *below = first - size;
+    char *taken = mmap(below, size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (taken == MAP_FAILED || taken != below) {
+        /* Something else lies there already: that is the case too. */
+        if (taken != MAP_FAILED)
+            munmap(taken, size);
+        taken = NULL;
+    } else {
+        memset(taken, 0x5a, size);
+    }
+    char *second = hak_os_map_aligned(size, align);
+    check_usable(second, size, align, "second");
+    if (taken && second) {
+        CHECK(second + size <= taken || second >= taken + size,
+              "the mapping at %p overlaps the program's at %p", (void *)second, (void *)taken);
+        CHECK(taken[0] == 0x5a && taken[size - 1] == 0x5a,
+              "the program's mapping below lost what it held");
+    }
+    if (second)
+        hak_os_unmap(second, size);
+    if (taken)
+        munmap(taken, size);
+    hak_os_unmap(first, size);
+}
+
+/* Page alignment needs no hint; sizes that are not a multiple of the
+ * alignment still come out aligned, over distinct ranges. */
+static void test_other_shapes(void)
+{
+    char *page = hak_os_map_aligned(3 * HAK_PAGE_SIZE, HAK_PAGE_SIZE);
+    check_usable(page, 3 * HAK_PAGE_SIZE, HAK_PAGE_SIZE, "pages");
+    char *odd = hak_os_map_aligned(5 * MIB + HAK_PAGE_SIZE, 2 * MIB);
+    check_usable(odd, 5 * MIB + HAK_PAGE_SIZE, 2 * MIB, "odd size");
+    char *next = hak_os_map_aligned(2 * MIB, 2 * MIB);
+    check_usable(next, 2 * MIB, 2 * MIB, "after the odd size");
+    if (odd && next)
+        CHECK(next + 2 * MIB <= odd || next >= odd + 5 * MIB + HAK_PAGE_SIZE,
+              "mappings at %p and %p overlap", (void *)odd, (void *)next);
+    if (page)
+        hak_os_unmap(page, 3 * HAK_PAGE_SIZE);
+    if (odd)
+        hak_os_unmap(odd, 5 * MIB + HAK_PAGE_SIZE);
+    if (next)
+        hak_os_unmap(next, 2 * MIB);
+}
+
+int main(void)
+{
+    unit_watchdog();
+    test_adjacent_below(4 * MIB, 4 * MIB);
+    test_adjacent_below(2 * MIB, 2 * MIB);
+    test_fills_hole_below();
+    test_hinted_range_taken();
+    test_other_shapes();
+    return test_result("test_os_map");
+}
