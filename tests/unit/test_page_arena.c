@@ -235,6 +235,49 @@ static void test_several_chunks(void)
           still_mapped, chunk_count);
 }
 
+/* Past an arena's first two chunks, one mapping makes several (the spares
+ * wait mapped, untouched, for the next chunks), and malloc_trim's release
+ * unmaps the spares with the free chunks.  Mapped bytes grow by a chunk or
+ * more at each mapping; the metadata's own mappings are smaller. */
+static void test_chunk_batches(void)
+{
+    enum { CHUNKS = 12 };
+    hak_page_arena_release_free(0);
+    uint64_t before = hak_stat_mapped_now();
+    struct hak_slab *spans[CHUNKS];
+    unsigned mappings = 0;
+    for (int i = 0; i < CHUNKS; i++) {
+        uint64_t mapped = hak_stat_mapped_now();
+        spans[i] = alloc_span(HAK_ARENA_USABLE_PAGES);
+        check_span(spans[i], HAK_ARENA_USABLE_PAGES);
+        mappings += hak_stat_mapped_now() >= mapped + HAK_ARENA_CHUNK_SIZE;
+        CHECK((uintptr_t)spans[i]->chunk % HAK_ARENA_CHUNK_SIZE == 0, "chunk %d at %p unaligned", i,
+              (void *)spans[i]->chunk);
+    }
+    check_disjoint(spans, CHUNKS);
+    fill_spans(spans, CHUNKS);
+    check_spans_filled(spans, CHUNKS);
+    CHECK(mappings > 0 && mappings <= CHUNKS / 3, "%d whole chunks took %u mappings", CHUNKS,
+          mappings);
+    uint64_t in_use = hak_stat_mapped_now();
+    CHECK(in_use > before + CHUNKS * (uint64_t)HAK_ARENA_CHUNK_SIZE,
+          "no spare chunk mapped: %llu bytes more for %d chunks",
+          (unsigned long long)(in_use - before), CHUNKS);
+    for (int i = 0; i < CHUNKS; i++)
+        free_span(spans[i]);
+    hak_page_arena_release_free(0);
+    uint64_t after = hak_stat_mapped_now();
+    CHECK(after < before + HAK_ARENA_CHUNK_SIZE,
+          "%llu bytes still mapped after the release (spares kept?)",
+          (unsigned long long)(after - before));
+    /* No spare is left: the next chunk is mapped anew. */
+    struct hak_slab *next = alloc_span(HAK_ARENA_USABLE_PAGES);
+    CHECK(hak_stat_mapped_now() >= after + HAK_ARENA_CHUNK_SIZE,
+          "a chunk after the release came from a spare it kept");
+    free_span(next);
+    hak_page_arena_release_free(0);
+}
+
 /* ---- the HotSpanBox ---- */
 
 /* A span with an allocated page right after it, so that it merges with
@@ -770,6 +813,7 @@ int main(void)
     hak_options.decay_ms = UINT64_MAX;
     test_coalescing();
     test_several_chunks();
+    test_chunk_batches();
     test_hot_take_back();
     test_hot_best_fit();
     test_hot_merge();
