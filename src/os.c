@@ -21,10 +21,14 @@
 #include "print.h"
 #include "stats.h"
 
-/* The lowest aligned mapping made: the next one is asked for just below
- * it, where the kernel, which hands out addresses from the top down, has
- * most often left room, so that one mmap makes it.  A mapping that had to
- * be cut to its alignment from one as much bigger took an mmap and two
+/* Where the next aligned mapping is asked to end: at the start of the last
+ * one made, where the kernel, which hands out addresses from the top down,
+ * has most often left room below, so that one mmap makes it; or at the end
+ * of a range of 2 MiB or more unmapped since, above that, so that its hole
+ * is filled first rather than every new mapping lying lower than the last
+ * (a program churning through large blocks would walk down the address
+ * space, and the page map's tables with it).  A mapping that had to be cut
+ * to its alignment from one as much bigger took an mmap and one or two
  * munmaps, each holding the mmap lock for writing, while the other
  * threads' page faults in the mappings they merge with wait for it (l25,
  * two threads faulting in their first chunks: 6-9 ms of its 20 ms asleep
@@ -50,7 +54,8 @@ static void *map_exactly_at(uintptr_t addr, size_t size, int prot)
 static void *map_aligned(size_t size, size_t align, int prot)
 {
     uintptr_t below = atomic_load_explicit(&aligned_hint, memory_order_relaxed);
-    if (align > HAK_PAGE_SIZE && below > size) {
+    /* Never at address 0, where mmap_min_addr allows a mapping. */
+    if (align > HAK_PAGE_SIZE && below > size && below - size >= align) {
         char *start = map_exactly_at((below - size) & ~(uintptr_t)(align - 1), size, prot);
         if (start) {
             atomic_store_explicit(&aligned_hint, (uintptr_t)start, memory_order_relaxed);
@@ -211,6 +216,14 @@ void hak_os_unmap(void *addr, size_t size)
 {
     munmap(addr, size);
     hak_stat_add(HAK_STAT_UNMAPPED_BYTES, size);
+    uintptr_t end = (uintptr_t)addr + size;
+    if (size >= HAK_CHUNK_SIZE && end > atomic_load_explicit(&aligned_hint, memory_order_relaxed))
+        atomic_store_explicit(&aligned_hint, end, memory_order_relaxed);
+}
+
+bool hak_os_address_space_limited(void)
+{
+    return address_space_limit() != RLIM_INFINITY;
 }
 
 void hak_os_advise_huge(void *addr, size_t size)

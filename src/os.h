@@ -33,6 +33,8 @@ bool hak_os_map_reserved(void *addr, size_t size);
  * and then (front/thread_heap.c), for a limit set from outside the
  * process (prlimit --pid). */
 bool hak_os_release_reservation_over_limit(void);
+/* Whether the process runs under an address-space limit (RLIMIT_AS). */
+bool hak_os_address_space_limited(void);
 /* Undoes hak_os_map_reserved: reserved again, with no memory. */
 void hak_os_unmap_reserved(void *addr, size_t size);
 /* Held across fork(). */

@@ -6,7 +6,8 @@
  * thread refused.  So once such a limit is in force, the unused part of the
  * reservation goes back (the kernel checks no usage when it sets a limit).
  * A limit set as what the process has plus some leaves it in place, as it
- * does glibc's arenas: the program counted it.
+ * does glibc's arenas: the program counted it.  The PageArenas' spare
+ * chunks, mapped ahead and never touched, go back whatever the limit.
  *
  * All four go to the kernel's prlimit64, as glibc's own do on 64-bit Linux,
  * rather than to the C library's next definition: a statically linked
@@ -15,6 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "arena/page_arena.h"
 #include "internal.h"
 #include "os.h"
 
@@ -22,8 +24,10 @@ static int limit_process(pid_t pid, int resource, const void *limit, void *old)
 {
     long status = syscall(SYS_prlimit64, pid, resource, limit, old);
     /* The limit now in force, whichever thread or process pid named. */
-    if (status == 0 && resource == RLIMIT_AS && limit)
+    if (status == 0 && resource == RLIMIT_AS && limit) {
         hak_os_release_reservation_over_limit();
+        hak_page_arena_release_spares();
+    }
     return (int)status;
 }
 

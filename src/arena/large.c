@@ -31,21 +31,20 @@
  * program does not reach it again, and a mapping unused for that long is
  * unmapped.  A program that asks for more than the cache holds after the
  * budget made it unmap mappings grows the budget by what it asked for
- * (missed_growth), up to the peak; the growth too halves every decay
- * period: large_blocks (20 live buffers of 5-25 MiB, one replaced a step)
- * kept 75 MB and ran 2000 steps at 3.7k a second with 282k faults and 417
- * MB at its peak; now 9.0k, 143k and 450 MB (tcmalloc 7.3k, 152k, 494 MB;
- * glibc 1.7k, 562k, 445 MB). */
+ * (missed_growth), up to the peak, unless it set the budget itself; the
+ * growth too halves every decay period: large_blocks (20 live buffers of 5-25 MiB, one replaced a
+ * step) kept 75 MB and ran 2000 steps at 3.7k a second with 282k faults and 417 MB at its peak;
+ * now 9.0k, 143k and 450 MB (tcmalloc 7.3k, 152k, 494 MB; glibc 1.7k, 562k, 445 MB). */
 struct large_cache {
     size_t bytes;
     unsigned count;
-    size_t evicted;                       /* unmapped over the budget since the last decay */
-    size_t missed_growth;                 /* atomic: the budget's growth from misses */
-    uint64_t peak_ms;                     /* when peak last decayed */
-    size_t live;                          /* atomic: bytes mapped by the node's live blocks */
-    size_t peak;                          /* atomic: their recent peak */
-    bool written;                         /* atomic: the block last looked at was mostly resident */
-    unsigned frees;                       /* atomic: one in WRITTEN_LOOK_EVERY looks */
+    size_t evicted;       /* atomic: unmapped over the budget since the last decay */
+    size_t missed_growth; /* atomic: the budget's growth from misses */
+    uint64_t peak_ms;     /* when peak last decayed */
+    size_t live;          /* atomic: bytes mapped by the node's live blocks */
+    size_t peak;          /* atomic: their recent peak */
+    bool written;         /* atomic: the block last looked at was mostly resident */
+    unsigned frees;       /* atomic: one in WRITTEN_LOOK_EVERY looks */
     struct hak_large *slots[CACHE_SLOTS]; /* oldest first */
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
@@ -263,7 +262,7 @@ static unsigned trim(struct large_cache *cache, uint64_t now, unsigned room,
         __atomic_store_n(&cache->missed_growth,
                          __atomic_load_n(&cache->missed_growth, __ATOMIC_RELAXED) / 2,
                          __ATOMIC_RELAXED);
-        cache->evicted = 0;
+        __atomic_store_n(&cache->evicted, 0, __ATOMIC_RELAXED);
         cache->peak_ms = now;
     }
     size_t limit = budget(cache);
@@ -272,8 +271,9 @@ static unsigned trim(struct large_cache *cache, uint64_t now, unsigned room,
         bool aged = hak_os_aged(now, cache->slots[0]->freed_ms, hak_options.decay_ms);
         if (!aged && cache->bytes <= limit && cache->count <= CACHE_SLOTS - room)
             break;
-        if (!aged)
-            cache->evicted += cache->slots[0]->head.map_size;
+        if (!aged && cache->bytes > limit)
+            __atomic_store_n(&cache->evicted, cache->evicted + cache->slots[0]->head.map_size,
+                             __ATOMIC_RELAXED);
         evicted[evictions++] = cache->slots[0];
         remove_slot(cache, 0);
     }
@@ -313,16 +313,21 @@ static void absorb_neighbours(struct hak_large *large, size_t total)
 
 /* The cache had no pages for bytes of a block, which fault in fresh: where
  * the budget made it unmap some since the last decay, it grows by as much
- * (at most what was unmapped), for the next time. */
+ * (at most what was unmapped), for the next time, until it reaches the
+ * peak.  Not once a program set the budget (mallopt), as the HotSpanBox's. */
 static void note_miss(unsigned node, size_t bytes)
 {
     struct large_cache *cache = &caches[node];
+    if (!__atomic_load_n(&cache->evicted, __ATOMIC_RELAXED) || hak_options_hot_bytes_fixed())
+        return;
     pthread_mutex_lock(lock_of(cache));
     size_t grow = bytes < cache->evicted ? bytes : cache->evicted;
-    cache->evicted -= grow;
-    __atomic_store_n(&cache->missed_growth,
-                     __atomic_load_n(&cache->missed_growth, __ATOMIC_RELAXED) + grow,
-                     __ATOMIC_RELAXED);
+    __atomic_store_n(&cache->evicted, cache->evicted - grow, __ATOMIC_RELAXED);
+    size_t peak = __atomic_load_n(&cache->peak, __ATOMIC_RELAXED);
+    size_t growth = __atomic_load_n(&cache->missed_growth, __ATOMIC_RELAXED) + grow;
+    if (growth > peak - peak / 4)
+        growth = peak - peak / 4;
+    __atomic_store_n(&cache->missed_growth, growth, __ATOMIC_RELAXED);
     pthread_mutex_unlock(lock_of(cache));
 }
 

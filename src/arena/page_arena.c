@@ -95,7 +95,8 @@ static bool want_huge_pages(void *probe, uint32_t made)
  * 1.21 times as fast (paired 1.16, 15 alternating runs). */
 static uint32_t chunks_batch(uint32_t made)
 {
-    if (made < 2)
+    /* Under an address-space limit spares would count against it. */
+    if (made < 2 || hak_os_address_space_limited())
         return 1;
     return made < CHUNK_BATCH_MAX ? made : CHUNK_BATCH_MAX;
 }
@@ -162,7 +163,8 @@ static struct hak_slab *set_up_chunk(void *mem, unsigned node, bool huge)
  * Two threads that find no span at once each make a chunk and cut their
  * spans from their own, the rest of both going to the bins; a span freed
  * meanwhile waits there for the next.  A fork meanwhile leaves the child
- * the chunk mapped but in no bin: address space, and its header's pages.
+ * the chunks being mapped in no bin and no spare: address space, and a
+ * header's pages.
  * The chunk is one of the arena's spares, or the first of chunks_batch
  * mapped now, whose others become spares. */
 static struct hak_slab *new_chunk(struct page_arena *arena, unsigned node)
@@ -330,6 +332,22 @@ void hak_page_arena_free(struct hak_slab *span)
         unmap_chunk(span);
 }
 
+/* Moves the arena's spares to spare[], under its lock; returns how many. */
+static uint32_t take_spares(struct page_arena *arena, uintptr_t spare[CHUNK_BATCH_MAX - 1])
+{
+    uint32_t spares = arena->spare_count;
+    memcpy(spare, arena->spare, spares * sizeof(spare[0]));
+    arena->spare_count = 0;
+    return spares;
+}
+
+/* No memory of theirs is resident: address space alone. */
+static void unmap_spares(const uintptr_t *spare, uint32_t spares)
+{
+    for (uint32_t i = 0; i < spares; i++)
+        hak_os_unmap((void *)(spare[i] & ~(uintptr_t)SPARE_BOUND), HAK_ARENA_CHUNK_SIZE);
+}
+
 size_t hak_page_arena_release_free(unsigned node)
 {
     struct page_arena *arena = &arenas[node];
@@ -345,19 +363,27 @@ size_t hak_page_arena_release_free(unsigned node)
     }
     arena->free_chunks = 0;
     uintptr_t spare[CHUNK_BATCH_MAX - 1];
-    uint32_t spares = arena->spare_count;
-    memcpy(spare, arena->spare, spares * sizeof(spare[0]));
-    arena->spare_count = 0;
+    uint32_t spares = take_spares(arena, spare);
     pthread_mutex_unlock(lock_of(arena));
-    /* No memory of theirs is resident: address space alone. */
-    for (uint32_t i = 0; i < spares; i++)
-        hak_os_unmap((void *)(spare[i] & ~(uintptr_t)SPARE_BOUND), HAK_ARENA_CHUNK_SIZE);
+    unmap_spares(spare, spares);
     while (whole) {
         span = whole;
         whole = span->next;
         unmap_chunk(span);
     }
     return bytes;
+}
+
+void hak_page_arena_release_spares(void)
+{
+    for (unsigned node = 0; node < HAK_MAX_NODES; node++) {
+        struct page_arena *arena = &arenas[node];
+        uintptr_t spare[CHUNK_BATCH_MAX - 1];
+        pthread_mutex_lock(lock_of(arena));
+        uint32_t spares = take_spares(arena, spare);
+        pthread_mutex_unlock(lock_of(arena));
+        unmap_spares(spare, spares);
+    }
 }
 
 void hak_page_arena_lock_all(unsigned nodes)

@@ -20,6 +20,9 @@ void hak_page_arena_free(struct hak_slab *span);
 /* malloc_trim: unmaps node's wholly free chunks, also the one the arena
  * keeps for the next request; returns the bytes unmapped. */
 size_t hak_page_arena_release_free(unsigned node);
+/* Once an address-space limit is in force: every node's spare chunks
+ * (mapped, never touched) are unmapped, as they would count against it. */
+void hak_page_arena_release_spares(void);
 
 /* The first nodes nodes' locks, for fork. */
 void hak_page_arena_lock_all(unsigned nodes);

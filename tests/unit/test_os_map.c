@@ -27,7 +27,8 @@ static void check_usable(char *map, size_t size, size_t align, const char *what)
 }
 
 /* Chunk-shaped mappings, one after another, come out adjacent, each below
- * the one before. */
+ * the one before (as the kernel's own placement, cut to the alignment,
+ * also puts them: test_fills_hole_below tells the two apart). */
 static void test_adjacent_below(size_t size, size_t align)
 {
     char *maps[MAPS];
@@ -70,6 +71,27 @@ static void test_fills_hole_below(void)
     if (guard != MAP_FAILED)
         munmap(guard, guard_size);
     hak_os_unmap(first, size);
+}
+
+/* A mapping of 2 MiB or more unmapped above the last one made: the next
+ * mapping fills its hole rather than going lower still. */
+static void test_refills_unmapped_hole(void)
+{
+    const size_t size = 4 * MIB, align = 4 * MIB;
+    char *upper = hak_os_map_aligned(size, align);
+    char *lower = hak_os_map_aligned(size, align);
+    check_usable(upper, size, align, "upper");
+    check_usable(lower, size, align, "lower");
+    if (!upper || !lower)
+        return;
+    hak_os_unmap(upper, size);
+    char *again = hak_os_map_aligned(size, align);
+    check_usable(again, size, align, "again");
+    CHECK(again == upper, "a mapping at %p, not in the hole at %p left above %p", (void *)again,
+          (void *)upper, (void *)lower);
+    if (again)
+        hak_os_unmap(again, size);
+    hak_os_unmap(lower, size);
 }
 
 /* The range the next mapping would ask for is someone else's: the mapping
@@ -134,6 +156,7 @@ int main(void)
     test_adjacent_below(4 * MIB, 4 * MIB);
     test_adjacent_below(2 * MIB, 2 * MIB);
     test_fills_hole_below();
+    test_refills_unmapped_hole();
     test_hinted_range_taken();
     test_other_shapes();
     return test_result("test_os_map");

@@ -263,6 +263,15 @@ static void test_chunk_batches(void)
     CHECK(in_use > before + CHUNKS * (uint64_t)HAK_ARENA_CHUNK_SIZE,
           "no spare chunk mapped: %llu bytes more for %d chunks",
           (unsigned long long)(in_use - before), CHUNKS);
+    /* As when an address-space limit comes into force: the spares go, and
+     * the next chunk is mapped anew. */
+    hak_page_arena_release_spares();
+    uint64_t without_spares = hak_stat_mapped_now();
+    CHECK(without_spares < in_use, "the spares stayed mapped after their release");
+    struct hak_slab *extra = alloc_span(HAK_ARENA_USABLE_PAGES);
+    CHECK(hak_stat_mapped_now() >= without_spares + HAK_ARENA_CHUNK_SIZE,
+          "a chunk after the spares' release came from a spare");
+    free_span(extra);
     for (int i = 0; i < CHUNKS; i++)
         free_span(spans[i]);
     hak_page_arena_release_free(0);
