@@ -1,8 +1,9 @@
-/* Large blocks replaced one at a time find the pages of those freed before
- * them: once the program has shown the cache is too small for what it
- * replaces (it unmapped freed buffers, then the program asked for pages
- * again), the cache keeps more, and the steady state faults in few new
- * pages.  LIVE buffers of 5-25 MiB (large_blocks' shape), a byte written in
+/* Large blocks find the pages of those freed before them.  First, a block
+ * grown over one cached mapping takes what it lacks from another, cut to
+ * fit.  Then, replaced one at a time: once the program has shown the cache
+ * is too small for what it replaces (it unmapped freed buffers, then the
+ * program asked for pages again), the cache keeps more, and the steady
+ * state faults in few new pages.  LIVE buffers of 5-25 MiB (large_blocks' shape), a byte written in
  * every page of each new one; the first STEPS replacements warm up, the
  * next STEPS are measured.  With the cache held to a quarter of the live
  * peak, the measured steps faulted once for every 48-50 pages written (and
@@ -13,6 +14,7 @@
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -48,6 +50,42 @@ static char *new_buffer(uint32_t *state, size_t *pages)
     return buffer;
 }
 
+static void write_pages(char *block, size_t size)
+{
+    for (size_t at = 0; at < size; at += 4096)
+        block[at] = 1;
+}
+
+/* A block grown over the biggest cached mapping finds the pages it lacks
+ * in another one bigger than the gap, cut to the gap's whole 2 MiB units,
+ * rather than faulting them in fresh.  A live block between the two keeps
+ * them from merging when freed. */
+static void test_gap_from_bigger_mapping(void)
+{
+    malloc_trim(0);
+    char *biggest = malloc(opaque_size(8 * MiB));
+    char *between = malloc(opaque_size(2 * MiB));
+    char *bigger = malloc(opaque_size(6 * MiB));
+    if (!biggest || !between || !bigger)
+        hard_error("malloc of large blocks failed");
+    write_pages(biggest, 8 * MiB);
+    write_pages(bigger, 6 * MiB);
+    free(biggest);
+    free(bigger);
+    long before = minor_faults();
+    char *grown = malloc(opaque_size(12 * MiB));
+    if (!grown)
+        hard_error("malloc(12 MiB) failed");
+    write_pages(grown, 12 * MiB);
+    long faults = minor_faults() - before;
+    printf("12 MiB over cached 8 and 6 MiB mappings: %ld faults\n", faults);
+    CHECK(faults < 512, "a 12 MiB block over cached 8 and 6 MiB mappings faulted %ld times",
+          faults);
+    free(grown);
+    free(between);
+    malloc_trim(0);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -56,6 +94,7 @@ int main(int argc, char **argv)
         hard_error("prctl(PR_SET_THP_DISABLE) failed");
     rerun_with("HAKMEM_HUGE_PAGES", "0", argv);
     rerun_with("HAKMEM_DECAY_MS", "60000", argv);
+    test_gap_from_bigger_mapping();
     uint32_t state = 12345;
     size_t pages = 0;
     char *live[LIVE];
