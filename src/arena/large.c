@@ -361,9 +361,9 @@ static void fill(struct hak_large *large, size_t from, size_t to)
         if (!piece && bigger && units && !hak_harden.guard_bytes) {
             remove_slot(cache, (unsigned)bigger_at);
             struct hak_large *rest = split_tail(bigger, units);
-            if (rest)
-                insert(cache, rest);
-            piece = bigger;
+            /* Uncut, it would not fit: back whole. */
+            insert(cache, rest ? rest : bigger);
+            piece = rest ? bigger : NULL;
         } else if (piece) {
             remove_slot(cache, (unsigned)found);
         }
