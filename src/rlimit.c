@@ -7,7 +7,7 @@
  * reservation goes back (the kernel checks no usage when it sets a limit).
  * A limit set as what the process has plus some leaves it in place, as it
  * does glibc's arenas: the program counted it.  The PageArenas' spare
- * chunks, mapped ahead and never touched, go back whatever the limit.
+ * chunks, mapped ahead and never touched, go back under any limit.
  *
  * All four go to the kernel's prlimit64, as glibc's own do on 64-bit Linux,
  * rather than to the C library's next definition: a statically linked
@@ -26,7 +26,8 @@ static int limit_process(pid_t pid, int resource, const void *limit, void *old)
     /* The limit now in force, whichever thread or process pid named. */
     if (status == 0 && resource == RLIMIT_AS && limit) {
         hak_os_release_reservation_over_limit();
-        hak_page_arena_release_spares();
+        if (hak_os_address_space_limited())
+            hak_page_arena_release_spares();
     }
     return (int)status;
 }

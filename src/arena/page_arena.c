@@ -92,7 +92,8 @@ static bool want_huge_pages(void *probe, uint32_t made)
  * (os.c places them side by side), so that the other threads' first
  * faults in that chunk wait for the lock: l25, two threads faulting in
  * 64 MB of blocks, made 16 chunks a run with a mapping each; in batches,
- * 1.21 times as fast (paired 1.16, 15 alternating runs). */
+ * 1.19 times as fast in 15 alternating runs (paired 1.11), 1.01 (1.04) in
+ * a later 11, the machine's noise as big as the gain. */
 static uint32_t chunks_batch(uint32_t made)
 {
     /* Under an address-space limit spares would count against it. */
