@@ -32,9 +32,11 @@
  * unmapped.  A program that asks for more than the cache holds after the
  * budget made it unmap mappings grows the budget by what it asked for
  * (missed_growth), up to the peak, unless it set the budget itself; the
- * growth too halves every decay period: large_blocks (20 live buffers of 5-25 MiB, one replaced a
- * step) kept 75 MB and ran 2000 steps at 3.7k a second with 282k faults and 417 MB at its peak;
- * now 9.0k, 143k and 450 MB (tcmalloc 7.3k, 152k, 494 MB; glibc 1.7k, 562k, 445 MB). */
+ * growth too halves every decay period.  large_blocks (20 live buffers of
+ * 5-25 MiB, one replaced a step) kept 75 MB and ran 2000 steps at 3.7k a
+ * second with 282k faults and 417 MB at its peak; with the growth 8-10k,
+ * 139-143k and 445-450 MB (tcmalloc 5.5-7.3k, 151-152k, 492-494 MB; glibc
+ * 1.7k, 562k, 445 MB). */
 struct large_cache {
     size_t bytes;
     unsigned count;
@@ -355,8 +357,8 @@ static void fill(struct hak_large *large, size_t from, size_t to)
             }
         }
         /* None fits whole: the whole 2 MiB units of the gap come from the
-         * front of the smallest bigger one (large_blocks at 1000 steps
-         * faulted in 33 pages a step, most of them gaps no piece fitted). */
+         * front of the smallest bigger one (large_blocks at 1000 steps:
+         * 133k faults where gaps took fresh pages, 126k). */
         size_t units = gap & ~(HAK_CHUNK_SIZE - 1);
         if (!piece && bigger && units && !hak_harden.guard_bytes) {
             remove_slot(cache, (unsigned)bigger_at);
