@@ -68,11 +68,6 @@ static inline bool hak_slab_starts_carved_block(const struct hak_slab *slab, con
            hak_class_divides(slab->cls, offset);
 }
 
-static inline bool hak_slab_is_empty(const struct hak_slab *slab)
-{
-    return slab->used == 0;
-}
-
 static inline bool hak_slab_has_free(const struct hak_slab *slab)
 {
     return slab->free || slab->carve + slab->block_size <= slab->end;
