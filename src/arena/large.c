@@ -23,20 +23,25 @@
 #define SMALL_TAIL (16 * HAK_PAGE_SIZE)
 
 /* A node's freed large mappings, still mapped and mostly resident.  Its
- * budget follows the program: a quarter of the recent peak of the node's
- * live large bytes (at least half of HAKMEM_HOT_BYTES, at most
- * CACHE_CAP), so that a program cycling through big buffers finds their
- * pages again instead of faulting them in, as glibc's raised mmap threshold
- * and tcmalloc's span cache let it; the peak halves every decay period the
+ * budget follows the program.  While the program holds large blocks, the
+ * cache keeps what it freed below the recent peak of the node's live large
+ * bytes, at most as much as it still holds: live and cached bytes together
+ * stay within the peak, so that a program cycling through big buffers
+ * finds their pages again instead of faulting them in (as glibc's raised
+ * mmap threshold and tcmalloc's span cache let it) at no cost to its peak
+ * RSS, and one that has freed most of its blocks keeps little of them.
+ * Beyond that, a quarter of the peak (at least half of HAKMEM_HOT_BYTES),
+ * and never more than CACHE_CAP; the peak halves every decay period the
  * program does not reach it again, and a mapping unused for that long is
  * unmapped.  A program that asks for more than the cache holds after the
- * budget made it unmap mappings grows the budget by what it asked for
+ * budget made it unmap mappings grows the quarter by what it asked for
  * (missed_growth), up to the peak, unless it set the budget itself; the
  * growth too halves every decay period.  large_blocks (20 live buffers of
  * 5-25 MiB, one replaced a step) kept 75 MB and ran 2000 steps at 3.7k a
  * second with 282k faults and 417 MB at its peak; with the growth 8-10k,
- * 139-143k and 445-450 MB (tcmalloc 5.5-7.3k, 151-152k, 492-494 MB; glibc
- * 1.7k, 562k, 445 MB). */
+ * 139-143k and 445-450 MB; kept up to its peak, and with gaps filled page
+ * by page (fill), 11-13k, 97k and 387 MB (tcmalloc 9.8-10k, 151k,
+ * 492-494 MB; glibc 1.7k, 562k, 445 MB). */
 struct large_cache {
     size_t bytes;
     unsigned count;
@@ -179,6 +184,11 @@ static size_t budget(const struct large_cache *cache)
     size_t adaptive = peak / 4 + __atomic_load_n(&cache->missed_growth, __ATOMIC_RELAXED);
     if (adaptive > peak)
         adaptive = peak;
+    size_t live = __atomic_load_n(&cache->live, __ATOMIC_RELAXED);
+    size_t below_peak = live < peak ? peak - live : 0;
+    size_t within_peak = below_peak < live ? below_peak : live;
+    if (adaptive < within_peak)
+        adaptive = within_peak;
     if (adaptive > CACHE_CAP)
         adaptive = CACHE_CAP;
     return adaptive > floor ? adaptive : floor;
@@ -333,6 +343,40 @@ static void note_miss(unsigned node, size_t bytes)
     pthread_mutex_unlock(lock_of(cache));
 }
 
+/* Moves the last size bytes of piece, a cached mapping the caller has
+ * taken out of the cache, to dst; piece keeps its head and the rest, and
+ * its 2 MiB units left empty leave the page map.  false where the kernel
+ * could not move them (piece is as it was). */
+static bool take_tail(struct hak_large *piece, size_t size, void *dst)
+{
+    size_t old = piece->head.map_size;
+    size_t kept = old - size;
+    if (!hak_os_move((char *)piece + kept, size, dst))
+        return false;
+    if (round_to_chunk(kept) < old)
+        hak_page_map_clear((char *)piece + round_to_chunk(kept), old - round_to_chunk(kept));
+    set_size(piece, kept);
+    return true;
+}
+
+/* piece, taken out of the cache, back in it; unmapped where nothing but its
+ * head is left of it. */
+static void put_back(struct large_cache *cache, struct hak_large *piece)
+{
+    struct hak_large *evicted[CACHE_SLOTS + 1];
+    unsigned evictions = 0;
+    if (piece->head.map_size <= HAK_PAGE_SIZE) {
+        evicted[evictions++] = piece;
+    } else {
+        /* Other frees may have filled the cache meanwhile. */
+        pthread_mutex_lock(lock_of(cache));
+        evictions = trim(cache, hak_os_now_ms(), 1, evicted);
+        insert(cache, piece);
+        pthread_mutex_unlock(lock_of(cache));
+    }
+    unmap_all(evicted, evictions);
+}
+
 /* Moves the pages of cached mappings into [from, to) of large, biggest
  * first, so that the program finds them resident instead of faulting in
  * fresh ones. */
@@ -356,33 +400,33 @@ static void fill(struct hak_large *large, size_t from, size_t to)
                 bigger_at = (int)i;
             }
         }
-        /* None fits whole: the whole 2 MiB units of the gap come from the
-         * front of the smallest bigger one (large_blocks at 1000 steps:
-         * 133k faults where gaps took fresh pages, 126k). */
-        size_t units = gap & ~(HAK_CHUNK_SIZE - 1);
-        if (!piece && bigger && units && !hak_harden.guard_bytes) {
-            remove_slot(cache, (unsigned)bigger_at);
-            struct hak_large *rest = split_tail(bigger, units);
-            /* Uncut, it would not fit: back whole. */
-            insert(cache, rest ? rest : bigger);
-            piece = rest ? bigger : NULL;
-        } else if (piece) {
+        if (piece || hak_harden.guard_bytes) /* level 2: a guard page ends bigger */
+            bigger = NULL;
+        if (piece)
             remove_slot(cache, (unsigned)found);
-        }
+        else if (bigger)
+            remove_slot(cache, (unsigned)bigger_at);
         pthread_mutex_unlock(lock_of(cache));
-        if (!piece)
+        if (!piece && !bigger)
             break;
+        if (bigger) {
+            /* None fits whole: the gap from the end of the smallest bigger
+             * one, page by page, where cuts at its 2 MiB units left up to
+             * 511 pages of it to fault in fresh (large_blocks at 1000
+             * steps: 126k faults with such cuts, 101k). */
+            bool moved = take_tail(bigger, gap, (char *)large + filled);
+            put_back(cache, bigger);
+            if (!moved)
+                break;
+            hak_stat_node_map(node, -(int64_t)gap);
+            filled = to;
+            break;
+        }
         size_t size = piece->head.map_size;
         hak_page_map_clear(piece, size);
         if (!hak_os_move(piece, size, (char *)large + filled)) {
             hak_page_map_set(piece, size, &piece->head); /* the units' tables exist */
-            /* Other frees may have filled the cache meanwhile. */
-            struct hak_large *evicted[CACHE_SLOTS];
-            pthread_mutex_lock(lock_of(cache));
-            unsigned evictions = trim(cache, hak_os_now_ms(), 1, evicted);
-            insert(cache, piece);
-            pthread_mutex_unlock(lock_of(cache));
-            unmap_all(evicted, evictions);
+            put_back(cache, piece);
             break;
         }
         hak_stat_node_map(node, -(int64_t)size);
