@@ -242,43 +242,83 @@ static void release(struct hak_slab *evicted)
     }
 }
 
-/* Cuts the first pages pages off span, which stays in the box with the
- * rest and its age; they get the descriptor desc.  A larger span serves a
- * smaller request, so that freed memory of any length is reused before a
- * fresh page is touched; from the front, so that spans freed side by side
- * and merged come back in the order they were carved. */
-static struct hak_slab *split_head(struct hot_span_box *box, struct hak_slab *span,
-                                   struct hak_slab *desc, uint32_t pages)
+/* Puts desc in old's place in the age order. */
+static void age_replace(struct hot_span_box *box, struct hak_slab *old, struct hak_slab *desc)
 {
+    desc->age_prev = old->age_prev;
+    desc->age_next = old->age_next;
+    if (desc->age_prev)
+        desc->age_prev->age_next = desc;
+    else
+        box->oldest = desc;
+    if (desc->age_next)
+        desc->age_next->age_prev = desc;
+    else
+        box->newest = desc;
+    old->age_next = old->age_prev = NULL;
+}
+
+/* Cuts the first pages pages off span, which become the span returned; the
+ * rest stays in the box with span's age.  A larger span serves a smaller
+ * request, so that freed memory of any length is reused before a fresh
+ * page is touched; from the front, so that spans freed side by side and
+ * merged come back in the order they were carved.  The shorter part takes
+ * the new descriptor desc, whose pages must be mapped to it (the longer
+ * keeps span's, to which its pages map already): the front's only at its
+ * ends here, where the rest stays span's (*mapped false: the caller maps
+ * the pages between after the lock); the rest's all, under the lock, as
+ * the box keeps them (*mapped true). */
+static struct hak_slab *split_head(struct hot_span_box *box, struct hak_slab *span,
+                                   struct hak_slab *desc, uint32_t pages, bool *mapped)
+{
+    uint32_t rest = span->pages - pages;
+    uint32_t touched = span->touched_pages;
     hak_span_bins_remove(&box->bins, span);
     desc->chunk = span->chunk;
     desc->node = span->node;
     desc->free_node = HAK_NO_NODE;
+    box->bytes -= (size_t)pages * HAK_PAGE_SIZE;
+    *mapped = rest < pages;
+    if (*mapped) {
+        desc->first_page = span->first_page + pages;
+        desc->pages = rest;
+        desc->start = span->start + (size_t)pages * HAK_PAGE_SIZE;
+        desc->end = desc->start;
+        desc->touched_pages = touched > pages ? touched - pages : 0;
+        desc->state = HAK_STATE_POOL;
+        desc->freed_ms = span->freed_ms;
+        span->pages = pages;
+        span->touched_pages = touched < pages ? touched : pages;
+        age_replace(box, span, desc);
+        hak_span_map_pages(desc, desc->first_page, rest);
+        hak_span_bins_insert(&box->bins, desc);
+        __atomic_store_n(&desc->kind, HAK_SLAB_HOT_SPAN + shard_of(box), __ATOMIC_RELAXED);
+        return span;
+    }
     desc->first_page = span->first_page;
     desc->pages = pages;
     desc->start = span->start;
-    uint32_t touched = span->touched_pages;
     desc->touched_pages = touched < pages ? touched : pages;
     span->touched_pages = touched > pages ? touched - pages : 0;
     span->first_page += pages;
-    span->pages -= pages;
+    span->pages = rest;
     span->start += (size_t)pages * HAK_PAGE_SIZE;
+    span->end = span->start;
     hak_span_bins_insert(&box->bins, span);
-    box->bytes -= span_bytes(desc);
     /* Neighbours look at the pages around them: a span freed before desc
      * must not find the rest at desc's first page, nor the rest, freed or
      * split again, itself at desc's last page, while it starts further on
-     * (a merge over pages it does not have).  hak_hot_span_take maps the
-     * pages between after the lock. */
+     * (a merge over pages it does not have). */
     hak_span_map_pages(desc, desc->first_page, 1);
     hak_span_map_pages(desc, desc->first_page + pages - 1, 1);
     return desc;
 }
 
 /* pages pages from box, or NULL; split: whether they were cut from a
- * longer span.  *now: read at the first box that has a span to fit. */
+ * longer span, and mapped: whether its pages are all mapped to it then
+ * (split_head).  *now: read at the first box that has a span to fit. */
 static struct hak_slab *take_from(struct hot_span_box *box, uint32_t pages, uint64_t *now,
-                                  bool *split)
+                                  bool *split, bool *mapped)
 {
     /* A box with no span long enough misses with no lock. */
     if (__atomic_load_n(&box->longest, __ATOMIC_RELAXED) < pages)
@@ -292,7 +332,7 @@ static struct hak_slab *take_from(struct hot_span_box *box, uint32_t pages, uint
         /* Under the lock (meta's comes after it): a span taken meanwhile
          * would leave us nothing to split. */
         struct hak_slab *desc = hak_span_desc_alloc();
-        span = desc ? split_head(box, span, desc, pages) : NULL;
+        span = desc ? split_head(box, span, desc, pages, mapped) : NULL;
     } else if (span) {
         unlink_span(box, span);
     }
@@ -311,10 +351,11 @@ struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages)
         return NULL;
     unsigned mine = my_shard();
     uint64_t now = 0;
-    bool split = false;
+    bool split = false, mapped = false;
     struct hak_slab *span = NULL;
     for (unsigned i = 0; i < HAK_HOT_SPAN_SHARDS && !span; i++)
-        span = take_from(&boxes[node][(mine + i) % HAK_HOT_SPAN_SHARDS], pages, &now, &split);
+        span =
+            take_from(&boxes[node][(mine + i) % HAK_HOT_SPAN_SHARDS], pages, &now, &split, &mapped);
     if (!span) {
         /* No shard had one: the thread's own may grow. */
         struct hot_span_box *own = &boxes[node][mine];
@@ -325,7 +366,7 @@ struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages)
         }
         return NULL;
     }
-    if (split && pages > 2)
+    if (split && !mapped && pages > 2)
         hak_span_map_pages(span, span->first_page + 1, pages - 2);
     span->state = HAK_STATE_NONE;
     span->end = span->start + span_bytes(span);
@@ -356,15 +397,30 @@ static struct hak_slab *hot_neighbour(struct hak_slab *span, uint32_t page, unsi
                : NULL;
 }
 
-/* span grows over next, the span right after it. */
-static void absorb(struct hak_slab *span, const struct hak_slab *next)
+/* front and back, side by side and out of the box, become one span: the
+ * longer one's descriptor takes the other's pages, which are mapped to it
+ * (the fewer pages to write: a take splits again what a put merged), and
+ * the other is set aside in *drop.  Returns the one kept. */
+static struct hak_slab *join(struct hak_slab *front, struct hak_slab *back, struct hak_slab **drop)
 {
-    hak_span_map_pages(span, next->first_page, next->pages);
     /* Resident pages past an untouched gap would be counted as fresh later:
      * the telemetry errs towards first touches. */
-    if (span->touched_pages == span->pages)
-        span->touched_pages += next->touched_pages;
-    span->pages += next->pages;
+    uint32_t touched = front->touched_pages == front->pages ? front->pages + back->touched_pages
+                                                            : front->touched_pages;
+    uint32_t pages = front->pages + back->pages;
+    uint32_t first_page = front->first_page;
+    char *start = front->start;
+    struct hak_slab *keep = front->pages >= back->pages ? front : back;
+    struct hak_slab *gone = keep == front ? back : front;
+    __atomic_store_n(&gone->kind, HAK_SLAB_INVALID, __ATOMIC_RELAXED);
+    hak_span_map_pages(keep, gone->first_page, gone->pages);
+    keep->first_page = first_page;
+    keep->pages = pages;
+    keep->start = start;
+    keep->end = start;
+    keep->touched_pages = touched;
+    *drop = gone;
+    return keep;
 }
 
 /* Merges the hot neighbours of span into one span, out of the box;
@@ -378,16 +434,12 @@ static struct hak_slab *coalesce(struct hot_span_box *box, struct hak_slab *span
     struct hak_slab *before = hot_neighbour(span, span->first_page - 1, shard);
     if (before) {
         unlink_span(box, before);
-        absorb(before, span);
-        drop[0] = span;
-        span = before;
+        span = join(before, span, &drop[0]);
     }
     struct hak_slab *after = hot_neighbour(span, span->first_page + span->pages, shard);
     if (after) {
         unlink_span(box, after);
-        absorb(span, after);
-        __atomic_store_n(&after->kind, HAK_SLAB_INVALID, __ATOMIC_RELAXED);
-        drop[1] = after;
+        span = join(span, after, &drop[1]);
     }
     return span;
 }

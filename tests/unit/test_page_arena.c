@@ -380,13 +380,14 @@ static void test_hot_best_fit(void)
     struct hak_slab *c_front = hak_hot_span_take(0, 2);
     check_hot(c_front, c_start, 2, 3, "2 pages out of hot spans of 8 and 3");
     struct hak_slab *c_rest = hak_hot_span_take(0, 1);
-    CHECK(c_rest && c_rest->start == c_start + 2 * HAK_PAGE_SIZE && c_rest->pages == 1,
-          "1 page: not the rest of the span of 3");
+    check_hot(c_rest, c_start + 2 * HAK_PAGE_SIZE, 1, 3 + 2 * HAK_PAGE_SIZE / 8,
+              "1 page: the rest of the span of 3");
     struct hak_slab *a_front = hak_hot_span_take(0, 5);
     check_hot(a_front, a_start, 5, 1, "5 pages out of a hot span of 8");
     struct hak_slab *a_rest = hak_hot_span_take(0, 3);
-    CHECK(a_rest && a_rest->start == a_start + 5 * HAK_PAGE_SIZE && a_rest->pages == 3,
-          "3 pages: not the rest of the span of 8");
+    /* The pattern's words go on from the front's. */
+    check_hot(a_rest, a_start + 5 * HAK_PAGE_SIZE, 3, 1 + 5 * HAK_PAGE_SIZE / 8,
+              "3 pages: the rest of the span of 8");
     CHECK(hak_hot_span_take(0, 1) == NULL, "the box gave more pages than it was given");
     if (!c_front || !c_rest || !a_front || !a_rest)
         return;
@@ -406,6 +407,29 @@ static void test_hot_best_fit(void)
         free_span(c_whole);
     for (unsigned i = 0; i < 2; i++)
         free_span(fences[i]);
+}
+
+/* A front shorter than the rest takes a descriptor of its own, all its
+ * pages mapped to it; the rest keeps the span's. */
+static void test_hot_short_front(void)
+{
+    struct hak_slab *fence;
+    struct hak_slab *span = alloc_fenced(8, &fence);
+    char *start = span->start;
+    fill_pattern(start, 8 * HAK_PAGE_SIZE, 7);
+    hak_hot_span_put(span);
+    struct hak_slab *front = hak_hot_span_take(0, 3);
+    CHECK(front != span, "3 pages out of a hot span of 8 took its descriptor");
+    check_hot(front, start, 3, 7, "3 pages out of a hot span of 8");
+    struct hak_slab *rest = hak_hot_span_take(0, 5);
+    CHECK(rest == span, "the rest of 5 pages did not keep the span's descriptor");
+    check_hot(rest, start + 3 * HAK_PAGE_SIZE, 5, 7 + 3 * HAK_PAGE_SIZE / 8,
+              "5 pages: the rest of the span of 8");
+    if (front)
+        free_span(front);
+    if (rest)
+        free_span(rest);
+    free_span(fence);
 }
 
 /* Neighbours put in any order become one span; the descriptors left over
@@ -430,6 +454,25 @@ static void test_hot_merge(void)
     CHECK(z->kind == HAK_SLAB_INVALID, "a span merged into its neighbour kept kind %u", z->kind);
     struct hak_slab *whole = hak_hot_span_take(0, 12);
     check_hot(whole, start, 12, 5, "three neighbours put in the order 1, 3, 2");
+    if (whole)
+        free_span(whole);
+    free_span(fence);
+
+    /* The longer one's descriptor describes the merged span, from the
+     * shorter one's first page on. */
+    struct hak_slab *front = alloc_span(2);
+    struct hak_slab *back = alloc_fenced(6, &fence);
+    if (back->start != front->end)
+        hard_error("the arena did not place two spans side by side");
+    start = front->start;
+    fill_pattern(start, 8 * HAK_PAGE_SIZE, 6);
+    hak_hot_span_put(back);
+    hak_hot_span_put(front);
+    CHECK(front->kind == HAK_SLAB_INVALID,
+          "a span of 2 pages merged into its neighbour of 6 kept kind %u", front->kind);
+    whole = hak_hot_span_take(0, 8);
+    CHECK(whole == back, "2 pages merged with the 6 after them: not the descriptor of the 6");
+    check_hot(whole, start, 8, 6, "a span of 2 pages put after its neighbour of 6");
     if (whole)
         free_span(whole);
     free_span(fence);
@@ -835,6 +878,7 @@ int main(void)
     test_chunk_batches();
     test_hot_take_back();
     test_hot_best_fit();
+    test_hot_short_front();
     test_hot_merge();
     test_hot_shards();
     test_fresh_spans();
