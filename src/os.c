@@ -440,10 +440,16 @@ bool hak_os_map_at(void *addr, size_t size)
 
 bool hak_os_move(void *src, size_t size, void *dst)
 {
-    if (mremap(src, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == MAP_FAILED)
-        return false;
-    hak_stat_add(HAK_STAT_UNMAPPED_BYTES, size);
-    return true;
+    if (mremap(src, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, dst) != MAP_FAILED) {
+        hak_stat_add(HAK_STAT_UNMAPPED_BYTES, size);
+        return true;
+    }
+    /* The kernel unmaps dst before it looks at src (a source over two
+     * mappings fails so before 6.17): left so, dst would be a hole in the
+     * caller's block.  A dst it left mapped refuses the mapping. */
+    if (!map_exactly_at((uintptr_t)dst, size, PROT_READ | PROT_WRITE) && errno != EEXIST)
+        hak_fatal("cannot map again the pages a failed move unmapped at", dst);
+    return false;
 }
 
 void hak_os_mbind_move(void *addr, size_t size, enum hak_os_mpol mode, const unsigned long *mask)

@@ -94,8 +94,10 @@ uint64_t hak_os_small_page_fault_ns(void);
 bool hak_os_map_at(void *addr, size_t size);
 /* Moves the pages of [src, src + size) over dst, a mapping of ours which
  * they replace, without copying or faulting them in again; src is then
- * unmapped.  False, and nothing changed, when the kernel cannot (before
- * Linux 6.17, a range over more than one kernel mapping). */
+ * unmapped.  False when the kernel cannot (before Linux 6.17, a range over
+ * more than one kernel mapping): src is as it was, and dst mapped still,
+ * but with fresh pages and no NUMA policy where the kernel had unmapped it
+ * before it failed. */
 bool hak_os_move(void *src, size_t size, void *dst);
 /* Which file a descriptor leads to, to tell whether it still does. */
 struct hak_os_file_id {

@@ -343,18 +343,34 @@ static void note_miss(unsigned node, size_t bytes)
     pthread_mutex_unlock(lock_of(cache));
 }
 
+/* hak_os_move of cached pages into large at dst; where it fails, dst,
+ * mapped again fresh if the kernel had unmapped it (os.h), is bound and
+ * advised again as the rest of large. */
+static bool move_into(struct hak_large *large, void *src, size_t size, void *dst)
+{
+    if (hak_os_move(src, size, dst))
+        return true;
+    hak_numa_bind(dst, size, large->head.node);
+    advise(dst, size, large->head.node);
+    return false;
+}
+
 /* Moves the last size bytes of piece, a cached mapping the caller has
- * taken out of the cache, to dst; piece keeps its head and the rest, and
- * its 2 MiB units left empty leave the page map.  false where the kernel
+ * taken out of the cache, into large at dst; piece keeps its head and the
+ * rest, and its 2 MiB units left empty leave the page map first (the
+ * address space is free once the pages move).  false where the kernel
  * could not move them (piece is as it was). */
-static bool take_tail(struct hak_large *piece, size_t size, void *dst)
+static bool take_tail(struct hak_large *piece, size_t size, struct hak_large *large, void *dst)
 {
     size_t old = piece->head.map_size;
     size_t kept = old - size;
-    if (!hak_os_move((char *)piece + kept, size, dst))
+    size_t kept_units = round_to_chunk(kept);
+    if (kept_units < old)
+        hak_page_map_clear((char *)piece + kept_units, old - kept_units);
+    if (!move_into(large, (char *)piece + kept, size, dst)) {
+        hak_page_map_set(piece, old, &piece->head); /* the units' tables exist */
         return false;
-    if (round_to_chunk(kept) < old)
-        hak_page_map_clear((char *)piece + round_to_chunk(kept), old - round_to_chunk(kept));
+    }
     set_size(piece, kept);
     return true;
 }
@@ -395,7 +411,8 @@ static void fill(struct hak_large *large, size_t from, size_t to)
             if (size <= gap && (!piece || size > piece->head.map_size)) {
                 piece = cache->slots[i];
                 found = (int)i;
-            } else if (size > gap && (!bigger || size < bigger->head.map_size)) {
+            } else if (size > gap && fully_touched(cache->slots[i]) &&
+                       (!bigger || size < bigger->head.map_size)) {
                 bigger = cache->slots[i];
                 bigger_at = (int)i;
             }
@@ -413,8 +430,10 @@ static void fill(struct hak_large *large, size_t from, size_t to)
             /* None fits whole: the gap from the end of the smallest bigger
              * one, page by page, where cuts at its 2 MiB units left up to
              * 511 pages of it to fault in fresh (large_blocks at 1000
-             * steps: 126k faults with such cuts, 101k). */
-            bool moved = take_tail(bigger, gap, (char *)large + filled);
+             * steps: 126k faults with such cuts, 101k).  Only from one
+             * written to its end: the pages a block never handed out (a
+             * realloc's headroom) lie there, and would fault all the same. */
+            bool moved = take_tail(bigger, gap, large, (char *)large + filled);
             put_back(cache, bigger);
             if (!moved)
                 break;
@@ -424,7 +443,7 @@ static void fill(struct hak_large *large, size_t from, size_t to)
         }
         size_t size = piece->head.map_size;
         hak_page_map_clear(piece, size);
-        if (!hak_os_move(piece, size, (char *)large + filled)) {
+        if (!move_into(large, piece, size, (char *)large + filled)) {
             hak_page_map_set(piece, size, &piece->head); /* the units' tables exist */
             put_back(cache, piece);
             break;

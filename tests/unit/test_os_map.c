@@ -1,9 +1,15 @@
 /* Aligned mappings (os.c): each aligned and writable, and, where the
  * address space below the last one is free, made right below it, in one
  * mmap with no trimming; where that range is taken, elsewhere, still
- * aligned, over nothing mapped before. */
+ * aligned, over nothing mapped before.  Moves of pages, which leave their
+ * destination mapped whatever the kernel does. */
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "os.h"
 #include "unit.h"
@@ -150,6 +156,69 @@ static void test_other_shapes(void)
         hak_os_unmap(next, 2 * MIB);
 }
 
+/* A kernel that refuses a move may unmap the destination before it finds
+ * the source unfit: Linux before 6.17 does so with a source over two kernel
+ * mappings, which later kernels move.  This mremap, which os.c calls
+ * rather than the C library's, does the same on any kernel while
+ * old_kernel_refusal is set. */
+static bool old_kernel_refusal;
+
+void *mremap(void *old_address, size_t old_size, size_t new_size, int flags, ...)
+{
+    va_list args;
+    va_start(args, flags);
+    void *new_address = va_arg(args, void *);
+    va_end(args);
+    if (old_kernel_refusal && (flags & MREMAP_FIXED)) {
+        munmap(new_address, new_size);
+        errno = EFAULT;
+        return MAP_FAILED;
+    }
+    return (void *)syscall(SYS_mremap, old_address, old_size, new_size, flags, new_address);
+}
+
+/* A move leaves its destination mapped and writable, never a hole in the
+ * block it belongs to: moved, refused with the destination untouched (a
+ * source not mapped at all), or refused after the kernel unmapped it. */
+static void check_move(char *src, size_t size, bool may_move, const char *what)
+{
+    char *dst = hak_os_map_aligned(size, HAK_PAGE_SIZE);
+    if (!dst)
+        hard_error("%s: cannot map a destination", what);
+    memset(dst, 7, size);
+    bool moved = hak_os_move(src, size, dst);
+    CHECK(may_move || !moved, "%s: the move succeeded", what);
+    unsigned char resident[8];
+    CHECK(mincore(dst, size, resident) == 0, "%s: the move left its destination unmapped", what);
+    printf("%s: %s\n", what,
+           moved         ? "moved"
+           : dst[0] == 7 ? "refused, the destination as it was"
+                         : "refused, the destination mapped again");
+    CHECK(!moved || dst[0] == 5, "%s: moved, but not the source's pages", what);
+    dst[0] = 1;
+    dst[size - 1] = 1;
+    hak_os_unmap(dst, size);
+}
+
+static void test_moves_keep_destination(void)
+{
+    size_t size = 4 * HAK_PAGE_SIZE;
+    char *src = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (src == MAP_FAILED || munmap(src, size) != 0)
+        hard_error("cannot make an unmapped range");
+    check_move(src, size, false, "a move from an unmapped range");
+    src = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* Another flag on its second half: two kernel mappings. */
+    if (src == MAP_FAILED || madvise(src + size / 2, size / 2, MADV_DONTFORK) != 0)
+        hard_error("cannot make a range of two kernel mappings");
+    memset(src, 5, size);
+    check_move(src, size, true, "a move from two kernel mappings");
+    old_kernel_refusal = true;
+    check_move(src, size, false, "a move an older kernel refuses");
+    old_kernel_refusal = false;
+    munmap(src, size);
+}
+
 int main(void)
 {
     unit_watchdog();
@@ -159,5 +228,6 @@ int main(void)
     test_refills_unmapped_hole();
     test_hinted_range_taken();
     test_other_shapes();
+    test_moves_keep_destination();
     return test_result("test_os_map");
 }
