@@ -35,9 +35,9 @@
  * on the lock).  Any thread updates it; a stale hint only costs a try. */
 static _Atomic uintptr_t aligned_hint;
 
-/* A mapping of size at addr, or NULL when that range is not free; kernels
- * before 4.17 take the flag for a hint, and a mapping elsewhere is a
- * refusal too. */
+/* A mapping of size at addr, or NULL when that range is not free (errno
+ * EEXIST); kernels before 4.17 take the flag for a hint, and a mapping
+ * elsewhere is the same refusal. */
 static void *map_exactly_at(uintptr_t addr, size_t size, int prot)
 {
     void *got = mmap((void *)addr, size, prot,
@@ -46,6 +46,7 @@ static void *map_exactly_at(uintptr_t addr, size_t size, int prot)
         return NULL;
     if ((uintptr_t)got != addr) {
         munmap(got, size);
+        errno = EEXIST;
         return NULL;
     }
     return got;
