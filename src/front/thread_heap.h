@@ -134,7 +134,14 @@ static inline void *hak_heap_pop(struct hak_thread *self, size_t cls, void *bloc
     __builtin_prefetch((void *)next);
     hak_block_untag(block);
     self->room[cls]++;
+#if defined(__x86_64__)
+    /* Added to in memory at its own index: from the C, GCC put the head's
+     * address in a register of its own first (lea), for the head's load
+     * and store and this counter, one instruction more in every malloc. */
+    __asm__ __volatile__("addq $1, %0" : "+m"(self->allocs[cls]));
+#else
     self->allocs[cls]++;
+#endif
     return block;
 }
 
