@@ -439,8 +439,9 @@ bool hak_os_map_at(void *addr, size_t size)
     return true;
 }
 
-bool hak_os_move(void *src, size_t size, void *dst)
+bool hak_os_move(void *src, size_t size, void *dst, bool *dst_fresh)
 {
+    *dst_fresh = false;
     if (mremap(src, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, dst) != MAP_FAILED) {
         hak_stat_add(HAK_STAT_UNMAPPED_BYTES, size);
         return true;
@@ -448,7 +449,8 @@ bool hak_os_move(void *src, size_t size, void *dst)
     /* The kernel unmaps dst before it looks at src (a source over two
      * mappings fails so before 6.17): left so, dst would be a hole in the
      * caller's block.  A dst it left mapped refuses the mapping. */
-    if (!map_exactly_at((uintptr_t)dst, size, PROT_READ | PROT_WRITE) && errno != EEXIST)
+    *dst_fresh = map_exactly_at((uintptr_t)dst, size, PROT_READ | PROT_WRITE) != NULL;
+    if (!*dst_fresh && errno != EEXIST)
         hak_fatal("cannot map again the pages a failed move unmapped at", dst);
     return false;
 }

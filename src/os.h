@@ -95,10 +95,13 @@ bool hak_os_map_at(void *addr, size_t size);
 /* Moves the pages of [src, src + size) over dst, a mapping of ours which
  * they replace, without copying or faulting them in again; src is then
  * unmapped.  False when the kernel cannot (before Linux 6.17, a range over
- * more than one kernel mapping): src is as it was, and dst mapped still,
- * but with fresh pages and no NUMA policy where the kernel had unmapped it
- * before it failed. */
-bool hak_os_move(void *src, size_t size, void *dst);
+ * more than one kernel mapping): src is as it was, and dst mapped still;
+ * *dst_fresh says whether the kernel had unmapped it before it failed, so
+ * that it was mapped again, with fresh pages and no NUMA policy.  In the
+ * moment between, another thread's mmap may take the hole, which is then
+ * taken for dst still (a window of a few microseconds, on those kernels
+ * only). */
+bool hak_os_move(void *src, size_t size, void *dst, bool *dst_fresh);
 /* Which file a descriptor leads to, to tell whether it still does. */
 struct hak_os_file_id {
     uint64_t dev, ino;

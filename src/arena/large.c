@@ -343,15 +343,18 @@ static void note_miss(unsigned node, size_t bytes)
     pthread_mutex_unlock(lock_of(cache));
 }
 
-/* hak_os_move of cached pages into large at dst; where it fails, dst,
- * mapped again fresh if the kernel had unmapped it (os.h), is bound and
- * advised again as the rest of large. */
+/* hak_os_move of cached pages into large at dst; where it fails and dst
+ * was mapped again fresh (os.h), dst is bound and advised again as the
+ * rest of large. */
 static bool move_into(struct hak_large *large, void *src, size_t size, void *dst)
 {
-    if (hak_os_move(src, size, dst))
+    bool dst_fresh;
+    if (hak_os_move(src, size, dst, &dst_fresh))
         return true;
-    hak_numa_bind(dst, size, large->head.node);
-    advise(dst, size, large->head.node);
+    if (dst_fresh) {
+        hak_numa_bind(dst, size, large->head.node);
+        advise(dst, size, large->head.node);
+    }
     return false;
 }
 
@@ -516,7 +519,8 @@ static struct hak_large *extend(struct hak_large *large, size_t total, size_t ah
             return NULL;
         }
         hak_page_map_clear(large, old);
-        if (!hak_os_move(large, old, moved)) {
+        bool moved_fresh; /* moved is unmapped below either way */
+        if (!hak_os_move(large, old, moved, &moved_fresh)) {
             hak_page_map_set(large, old, &large->head); /* the units' tables exist */
             hak_page_map_clear(moved, grown);
             hak_os_unmap(moved, grown);

@@ -115,7 +115,7 @@ static inline bool hak_heap_count_free(struct hak_thread *self, size_t cls)
 {
 #if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
     bool full;
-    __asm__("subl $1, %1" : "=@ccz"(full), "+m"(self->room[cls]));
+    __asm__("{subl $1, %1|sub %1, 1}" : "=@ccz"(full), "+m"(self->room[cls]));
     return full;
 #else
     return --self->room[cls] == 0;
@@ -138,7 +138,7 @@ static inline void *hak_heap_pop(struct hak_thread *self, size_t cls, void *bloc
     /* Added to in memory at its own index: from the C, GCC put the head's
      * address in a register of its own first (lea), for the head's load
      * and store and this counter, one instruction more in every malloc. */
-    __asm__ __volatile__("addq $1, %0" : "+m"(self->allocs[cls]));
+    __asm__ __volatile__("{addq $1, %0|add %0, 1}" : "+m"(self->allocs[cls]));
 #else
     self->allocs[cls]++;
 #endif

@@ -165,58 +165,85 @@ static bool old_kernel_refusal;
 
 void *mremap(void *old_address, size_t old_size, size_t new_size, int flags, ...)
 {
-    va_list args;
-    va_start(args, flags);
-    void *new_address = va_arg(args, void *);
-    va_end(args);
-    if (old_kernel_refusal && (flags & MREMAP_FIXED)) {
-        munmap(new_address, new_size);
-        errno = EFAULT;
-        return MAP_FAILED;
+    void *new_address = NULL;
+    if (flags & MREMAP_FIXED) {
+        va_list args;
+        va_start(args, flags);
+        new_address = va_arg(args, void *);
+        va_end(args);
+        if (old_kernel_refusal) {
+            munmap(new_address, new_size);
+            errno = EFAULT;
+            return MAP_FAILED;
+        }
     }
     return (void *)syscall(SYS_mremap, old_address, old_size, new_size, flags, new_address);
 }
 
+enum move_source {
+    SOURCE_UNMAPPED,
+    SOURCE_TWO_MAPPINGS,
+};
+
+/* Made after the destination, so that it cannot lie where that does. */
+static char *make_source(enum move_source kind, size_t size)
+{
+    char *src = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (src == MAP_FAILED)
+        hard_error("cannot map a source");
+    if (kind == SOURCE_UNMAPPED) {
+        if (munmap(src, size) != 0)
+            hard_error("cannot make an unmapped range");
+        return src;
+    }
+    /* Another flag on its second half: two kernel mappings. */
+    if (madvise(src + size / 2, size / 2, MADV_DONTFORK) != 0)
+        hard_error("cannot make a range of two kernel mappings");
+    memset(src, 5, size);
+    return src;
+}
+
 /* A move leaves its destination mapped and writable, never a hole in the
  * block it belongs to: moved, refused with the destination untouched (a
- * source not mapped at all), or refused after the kernel unmapped it. */
-static void check_move(char *src, size_t size, bool may_move, const char *what)
+ * source not mapped at all), or refused after the kernel unmapped it,
+ * which the move says, so that the caller binds the fresh pages again. */
+static void check_move(enum move_source kind, bool may_move, const char *what)
 {
+    size_t size = 4 * HAK_PAGE_SIZE;
     char *dst = hak_os_map_aligned(size, HAK_PAGE_SIZE);
     if (!dst)
         hard_error("%s: cannot map a destination", what);
     memset(dst, 7, size);
-    bool moved = hak_os_move(src, size, dst);
+    char *src = make_source(kind, size);
+    bool fresh;
+    bool moved = hak_os_move(src, size, dst, &fresh);
     CHECK(may_move || !moved, "%s: the move succeeded", what);
     unsigned char resident[8];
     CHECK(mincore(dst, size, resident) == 0, "%s: the move left its destination unmapped", what);
     printf("%s: %s\n", what,
-           moved         ? "moved"
-           : dst[0] == 7 ? "refused, the destination as it was"
-                         : "refused, the destination mapped again");
-    CHECK(!moved || dst[0] == 5, "%s: moved, but not the source's pages", what);
+           moved   ? "moved"
+           : fresh ? "refused, the destination mapped again"
+                   : "refused, the destination as it was");
+    if (moved)
+        CHECK(dst[0] == 5, "%s: moved, but not the source's pages", what);
+    else
+        CHECK(fresh == (dst[0] != 7), "%s: refused, the destination %s, but the move said %s", what,
+              dst[0] != 7 ? "lost its pages" : "kept its pages",
+              fresh ? "it was mapped again" : "it was as it was");
+    CHECK(!old_kernel_refusal || fresh, "%s: the destination was not mapped again", what);
     dst[0] = 1;
     dst[size - 1] = 1;
     hak_os_unmap(dst, size);
+    munmap(src, size); /* moved or not */
 }
 
 static void test_moves_keep_destination(void)
 {
-    size_t size = 4 * HAK_PAGE_SIZE;
-    char *src = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (src == MAP_FAILED || munmap(src, size) != 0)
-        hard_error("cannot make an unmapped range");
-    check_move(src, size, false, "a move from an unmapped range");
-    src = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    /* Another flag on its second half: two kernel mappings. */
-    if (src == MAP_FAILED || madvise(src + size / 2, size / 2, MADV_DONTFORK) != 0)
-        hard_error("cannot make a range of two kernel mappings");
-    memset(src, 5, size);
-    check_move(src, size, true, "a move from two kernel mappings");
+    check_move(SOURCE_UNMAPPED, false, "a move from an unmapped range");
+    check_move(SOURCE_TWO_MAPPINGS, true, "a move from two kernel mappings");
     old_kernel_refusal = true;
-    check_move(src, size, false, "a move an older kernel refuses");
+    check_move(SOURCE_TWO_MAPPINGS, false, "a move an older kernel refuses");
     old_kernel_refusal = false;
-    munmap(src, size);
 }
 
 int main(void)
