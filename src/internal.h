@@ -288,6 +288,10 @@ struct hak_large {
     size_t touched_pages; /* of the block ever handed out (page telemetry) */
     bool cached;          /* freed, kept mapped for reuse */
     bool reusable;        /* node-bound, head page only: may be cached */
+    /* Made of one kernel mapping, as it was mapped or cut from one: pages
+     * moved in, a neighbour merged or a mapping added after it make it
+     * several, which kernels before 6.17 refuse to move (os.h). */
+    bool one_mapping;
 };
 
 /* Per-class telemetry, written by the owning thread only. */

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -442,6 +443,7 @@ bool hak_os_map_at(void *addr, size_t size)
 bool hak_os_move(void *src, size_t size, void *dst, bool *dst_fresh)
 {
     *dst_fresh = false;
+    int saved = errno; /* a refusal is no error of the caller's */
     if (mremap(src, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, dst) != MAP_FAILED) {
         hak_stat_add(HAK_STAT_UNMAPPED_BYTES, size);
         return true;
@@ -452,7 +454,40 @@ bool hak_os_move(void *src, size_t size, void *dst, bool *dst_fresh)
     *dst_fresh = map_exactly_at((uintptr_t)dst, size, PROT_READ | PROT_WRITE) != NULL;
     if (!*dst_fresh && errno != EEXIST)
         hak_fatal("cannot map again the pages a failed move unmapped at", dst);
+    errno = saved;
     return false;
+}
+
+/* The decimal number at *text, which moves past it. */
+static unsigned parse_number(const char **text)
+{
+    unsigned number = 0;
+    for (; **text >= '0' && **text <= '9' && number < 100000; (*text)++)
+        number = number * 10 + (unsigned)(**text - '0');
+    return number;
+}
+
+bool hak_os_release_moves_over_mappings(const char *release)
+{
+    unsigned major = parse_number(&release);
+    if (*release++ != '.')
+        return false;
+    unsigned minor = parse_number(&release);
+    return major > 6 || (major == 6 && minor >= 17);
+}
+
+/* 0 until asked, then 1 where the kernel moves over mappings, 2 where not. */
+static atomic_int moves_over_mappings;
+
+bool hak_os_moves_over_mappings(void)
+{
+    int known = atomic_load_explicit(&moves_over_mappings, memory_order_relaxed);
+    if (!known) {
+        struct utsname name;
+        known = uname(&name) == 0 && hak_os_release_moves_over_mappings(name.release) ? 1 : 2;
+        atomic_store_explicit(&moves_over_mappings, known, memory_order_relaxed);
+    }
+    return known == 1;
 }
 
 void hak_os_mbind_move(void *addr, size_t size, enum hak_os_mpol mode, const unsigned long *mask)

@@ -102,6 +102,13 @@ bool hak_os_map_at(void *addr, size_t size);
  * taken for dst still (a window of a few microseconds, on those kernels
  * only). */
 bool hak_os_move(void *src, size_t size, void *dst, bool *dst_fresh);
+/* Whether the kernel moves the pages of more than one of its mappings in
+ * one call (Linux 6.17 on): older ones refuse, after they unmapped the
+ * destination, so that only a range known to be one mapping is worth a
+ * move there. */
+bool hak_os_moves_over_mappings(void);
+/* The same for a kernel release as uname(2) gives it ("6.17.0-1-amd64"). */
+bool hak_os_release_moves_over_mappings(const char *release);
 /* Which file a descriptor leads to, to tell whether it still does. */
 struct hak_os_file_id {
     uint64_t dev, ino;

@@ -241,6 +241,7 @@ static struct hak_large *split_tail(struct hak_large *large, size_t cut)
             touched_end > cut + HAK_PAGE_SIZE ? (touched_end - cut) / HAK_PAGE_SIZE - 1 : 0,
         .cached = large->cached,
         .reusable = true,
+        .one_mapping = large->one_mapping,
     };
     if (!hak_page_map_set(tail, large->head.map_size - cut, &tail->head))
         return NULL; /* cannot happen: the units' tables exist */
@@ -258,6 +259,7 @@ static void merge(struct hak_large *large, struct hak_large *next)
     bool prefix = fully_touched(large);
     hak_page_map_set(next, next_size, &large->head); /* the units' tables exist */
     set_size(large, large->head.map_size + next_size);
+    large->one_mapping = false;
     if (prefix)
         large->touched_pages += next_touched;
 }
@@ -343,6 +345,15 @@ static void note_miss(unsigned node, size_t bytes)
     pthread_mutex_unlock(lock_of(cache));
 }
 
+/* Whether fill may move a cached mapping's pages: a kernel before 6.17
+ * refuses a move of more than one of its mappings only after it unmapped
+ * the destination, a hole in the block being filled until hak_os_move
+ * maps it again. */
+static bool movable(const struct hak_large *piece)
+{
+    return piece->one_mapping || hak_os_moves_over_mappings();
+}
+
 /* hak_os_move of cached pages into large at dst; where it fails and dst
  * was mapped again fresh (os.h), dst is bound and advised again as the
  * rest of large. */
@@ -411,6 +422,8 @@ static void fill(struct hak_large *large, size_t from, size_t to)
         pthread_mutex_lock(lock_of(cache));
         for (unsigned i = 0; i < cache->count; i++) {
             size_t size = cache->slots[i]->head.map_size;
+            if (!movable(cache->slots[i]))
+                continue;
             if (size <= gap && (!piece || size > piece->head.map_size)) {
                 piece = cache->slots[i];
                 found = (int)i;
@@ -454,6 +467,8 @@ static void fill(struct hak_large *large, size_t from, size_t to)
         hak_stat_node_map(node, -(int64_t)size);
         filled += size;
     }
+    if (filled > from)
+        large->one_mapping = false;
     if (filled < to)
         note_miss(node, to - filled);
     size_t touched = (filled - large->offset) / HAK_PAGE_SIZE;
@@ -530,6 +545,8 @@ static struct hak_large *extend(struct hak_large *large, size_t total, size_t ah
     }
     hak_stat_node_map(node, (int64_t)(grown - old));
     set_size(large, grown);
+    /* Its pages and those mapped after them, or moved over a new mapping. */
+    large->one_mapping = false;
     fill(large, old, total);
     return large;
 }
@@ -659,6 +676,7 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
     large->offset = offset;
     large->usable = total - offset - guard;
     large->reusable = reusable;
+    large->one_mapping = !guard; /* a guard page splits the mapping */
     if (guard)
         hak_os_guard((char *)large + total - guard, guard);
     if (!hak_page_map_set(large, total, &large->head)) {

@@ -21,7 +21,8 @@ UNIT_TESTS = \
 	tests/unit/test_cpu_move \
 	tests/unit/test_retained \
 	tests/unit/test_free_memory_reported \
-	tests/unit/test_os_map
+	tests/unit/test_os_map \
+	tests/unit/test_old_kernel_moves
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 
@@ -38,6 +39,11 @@ tests_unit_test_os_map_SOURCES = tests/unit/test_os_map.c tests/unit/unit.h
 tests_unit_test_os_map_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_os_map_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_os_map_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_old_kernel_moves_SOURCES = tests/unit/test_old_kernel_moves.c tests/unit/unit.h
+tests_unit_test_old_kernel_moves_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_old_kernel_moves_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_old_kernel_moves_LDADD = $(UNIT_LDADD)
 
 tests_unit_test_slab_SOURCES = tests/unit/test_slab.c tests/unit/unit.h
 tests_unit_test_slab_CPPFLAGS = $(UNIT_CPPFLAGS)

@@ -1,0 +1,179 @@
+/* Large blocks on a kernel before Linux 6.17, which refuses to move the
+ * pages of more than one of its mappings at once, and only after it
+ * unmapped the destination: a hole in the block being filled until
+ * hak_os_move maps it again, which another thread's mmap may take first.
+ * So there fill moves only cached mappings known to be one kernel mapping.
+ *
+ * This program plays such a kernel: its uname says 6.1, and its mremap
+ * refuses, as that kernel would, a move whose source is not within one
+ * mapping of /proc/self/maps, counting the refusals.  A block whose pages
+ * were moved over a new mapping is two mappings; cached, and fitting a
+ * gap of another block that grows, it must not be moved, and the grown
+ * block is whole.  The release parser is checked against a few releases.
+ * The program asks the kernel for no huge pages (sizes stay as asked). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+
+#include "os.h"
+#include "unit.h"
+
+int uname(struct utsname *name)
+{
+    memset(name, 0, sizeof(*name));
+    strcpy(name->sysname, "Linux");
+    strcpy(name->release, "6.1.0-test");
+    return 0;
+}
+
+/* /proc/self/maps, read with no allocation (mremap runs inside malloc). */
+static char maps_text[1 << 18];
+
+static unsigned long parse_hex(const char **text)
+{
+    unsigned long value = 0;
+    for (;; (*text)++) {
+        char c = **text;
+        unsigned digit = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
+                         : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                                                : 16;
+        if (digit == 16)
+            return value;
+        value = value * 16 + digit;
+    }
+}
+
+/* Whether [start, start + size) lies within one line of /proc/self/maps. */
+static bool within_one_mapping(uintptr_t start, size_t size)
+{
+    int fd = open("/proc/self/maps", O_RDONLY);
+    if (fd < 0)
+        return true;
+    size_t length = 0;
+    ssize_t got;
+    while (length < sizeof(maps_text) - 1 &&
+           (got = read(fd, maps_text + length, sizeof(maps_text) - 1 - length)) > 0)
+        length += (size_t)got;
+    close(fd);
+    maps_text[length] = '\0';
+    for (const char *line = maps_text; *line;) {
+        unsigned long low = parse_hex(&line);
+        line++; /* '-' */
+        unsigned long high = parse_hex(&line);
+        if (low <= start && start < high)
+            return start + size <= high;
+        line = strchr(line, '\n');
+        if (!line)
+            break;
+        line++;
+    }
+    return false;
+}
+
+/* Volatile: the compiler takes malloc for a call that writes no memory of
+ * the program's, and this mremap runs inside it. */
+static volatile unsigned refusals;
+
+void *mremap(void *old_address, size_t old_size, size_t new_size, int flags, ...)
+{
+    void *new_address = NULL;
+    if (flags & MREMAP_FIXED) {
+        va_list args;
+        va_start(args, flags);
+        new_address = va_arg(args, void *);
+        va_end(args);
+        if (!within_one_mapping((uintptr_t)old_address, old_size)) {
+            munmap(new_address, new_size);
+            refusals++;
+            errno = EFAULT;
+            return MAP_FAILED;
+        }
+    }
+    return (void *)syscall(SYS_mremap, old_address, old_size, new_size, flags, new_address);
+}
+
+static void test_release_parser(void)
+{
+    static const struct {
+        const char *release;
+        bool moves;
+    } releases[] = {
+        {"6.17.0", true},
+        {"6.18.0-1-amd64", true},
+        {"7.0", true},
+        {"6.17", true},
+        {"6.16.12", false},
+        {"6.1.0-test", false},
+        {"5.15.0-91-generic", false},
+        {"4.19.0", false},
+        {"", false},
+        {"linux", false},
+    };
+    for (size_t i = 0; i < sizeof(releases) / sizeof(releases[0]); i++)
+        CHECK(hak_os_release_moves_over_mappings(releases[i].release) == releases[i].moves,
+              "release %s: moves over mappings should be %s", releases[i].release,
+              releases[i].moves ? "yes" : "no");
+    CHECK(!hak_os_moves_over_mappings(), "uname says 6.1, and moves over mappings are taken");
+}
+
+static void write_pages(char *block, size_t size)
+{
+    for (size_t at = 0; at < size; at += HAK_PAGE_SIZE)
+        block[at] = 1;
+}
+
+static char *alloc_written(size_t size)
+{
+    char *block = malloc(opaque_size(size));
+    if (!block)
+        hard_error("malloc(%zu) failed", size);
+    write_pages(block, size);
+    return block;
+}
+
+static void test_no_move_of_two_mappings(void)
+{
+    /* fence_above, then small right below it: small grown to 4 MiB cannot
+     * grow in place and moves over a new mapping, two kernel mappings from
+     * then on. */
+    char *fence_above = alloc_written(2 * MiB);
+    char *small = alloc_written(2 * MiB);
+    free(small);
+    char *two_mappings = alloc_written(4 * MiB);
+    char *fence_between = alloc_written(2 * MiB);
+    char *biggest = alloc_written(8 * MiB);
+    free(two_mappings);
+    free(biggest);
+    /* Grown over the biggest, 8 MiB, the block lacks 5 MiB, which the
+     * cached 4 MiB of two mappings would have filled. */
+    unsigned before = refusals;
+    char *grown = malloc(opaque_size(13 * MiB));
+    if (!grown)
+        hard_error("malloc(13 MiB) failed");
+    write_pages(grown, 13 * MiB);
+    grown[13 * MiB - 1] = 1;
+    unsigned refused = refusals - before;
+    printf("13 MiB over cached 8 MiB and 4 MiB of two mappings: %u moves refused\n", refused);
+    CHECK(refused == 0, "fill moved cached pages of two kernel mappings (%u refusals)", refused);
+    free(grown);
+    free(fence_between);
+    free(fence_above);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    unit_watchdog();
+    /* Kept across the exec of rerun_with. */
+    if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0)
+        hard_error("prctl(PR_SET_THP_DISABLE) failed");
+    rerun_with("HAKMEM_HUGE_PAGES", "0", argv);
+    test_release_parser();
+    test_no_move_of_two_mappings();
+    return test_result("test_old_kernel_moves");
+}
