@@ -345,10 +345,11 @@ static void note_miss(unsigned node, size_t bytes)
     pthread_mutex_unlock(lock_of(cache));
 }
 
-/* Whether fill may move a cached mapping's pages: a kernel before 6.17
+/* Whether fill or extend may move a mapping's pages: a kernel before 6.17
  * refuses a move of more than one of its mappings only after it unmapped
  * the destination, a hole in the block being filled until hak_os_move
- * maps it again. */
+ * maps it again.  A refusal for any reason marks the mapping so too (the
+ * program may have split it, with madvise or mbind on part of it). */
 static bool movable(const struct hak_large *piece)
 {
     return piece->one_mapping || hak_os_moves_over_mappings();
@@ -450,6 +451,8 @@ static void fill(struct hak_large *large, size_t from, size_t to)
              * written to its end: the pages a block never handed out (a
              * realloc's headroom) lie there, and would fault all the same. */
             bool moved = take_tail(bigger, gap, large, (char *)large + filled);
+            if (!moved)
+                bigger->one_mapping = false; /* the kernel says otherwise */
             put_back(cache, bigger);
             if (!moved)
                 break;
@@ -461,6 +464,7 @@ static void fill(struct hak_large *large, size_t from, size_t to)
         hak_page_map_clear(piece, size);
         if (!move_into(large, piece, size, (char *)large + filled)) {
             hak_page_map_set(piece, size, &piece->head); /* the units' tables exist */
+            piece->one_mapping = false;                  /* the kernel says otherwise */
             put_back(cache, piece);
             break;
         }
@@ -506,14 +510,16 @@ static struct hak_large *extend(struct hak_large *large, size_t total, size_t ah
         return large;
     size_t grown = ahead;
     bool in_place = map_after(large, grown - old);
+    /* Not where an old kernel would refuse the move (movable). */
+    bool may_move = movable(large);
     struct hak_large *moved = NULL;
     if (!in_place) {
-        moved = hak_os_map_aligned(grown, HAK_CHUNK_SIZE);
+        moved = may_move ? hak_os_map_aligned(grown, HAK_CHUNK_SIZE) : NULL;
         /* Short of address space for the headroom: what was asked. */
         if (!moved && ahead > total) {
             grown = total;
             in_place = map_after(large, grown - old);
-            if (!in_place)
+            if (!in_place && may_move)
                 moved = hak_os_map_aligned(grown, HAK_CHUNK_SIZE);
         }
         if (!in_place && !moved)
@@ -539,6 +545,7 @@ static struct hak_large *extend(struct hak_large *large, size_t total, size_t ah
             hak_page_map_set(large, old, &large->head); /* the units' tables exist */
             hak_page_map_clear(moved, grown);
             hak_os_unmap(moved, grown);
+            large->one_mapping = false; /* the kernel says otherwise */
             return NULL;
         }
         large = moved;

@@ -6,13 +6,14 @@
  *
  * This program plays such a kernel: its uname says 6.1, and its mremap
  * refuses, as that kernel would, a move whose source is not within one
- * mapping of /proc/self/maps, counting the refusals.  A block whose pages
- * were moved over a new mapping is two mappings; cached, and fitting a
- * gap of another block that grows, it must not be moved, and the grown
- * block is whole.  The release parser is checked against a few releases.
+ * mapping of /proc/self/maps, counting the refusals.  A cached block of one
+ * mapping that fits a gap of another block that grows is moved into it; one
+ * whose pages were moved over a new mapping is two mappings and must not
+ * be, and the grown block is whole.  The release parser is checked against a few releases.
  * The program asks the kernel for no huge pages (sizes stay as asked). */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -78,6 +79,10 @@ static bool within_one_mapping(uintptr_t start, size_t size)
 /* Volatile: the compiler takes malloc for a call that writes no memory of
  * the program's, and this mremap runs inside it. */
 static volatile unsigned refusals;
+/* The sources of the moves let through, latest last. */
+#define MOVES_KEPT 16
+static void *volatile moved_from[MOVES_KEPT];
+static volatile unsigned moves;
 
 void *mremap(void *old_address, size_t old_size, size_t new_size, int flags, ...)
 {
@@ -94,7 +99,19 @@ void *mremap(void *old_address, size_t old_size, size_t new_size, int flags, ...
             return MAP_FAILED;
         }
     }
-    return (void *)syscall(SYS_mremap, old_address, old_size, new_size, flags, new_address);
+    void *result = (void *)syscall(SYS_mremap, old_address, old_size, new_size, flags, new_address);
+    if (result != MAP_FAILED && (flags & MREMAP_FIXED))
+        moved_from[moves++ % MOVES_KEPT] = old_address;
+    return result;
+}
+
+/* Whether a move from addr was let through since moves was first. */
+static bool moved_since(unsigned first, const void *addr)
+{
+    for (unsigned i = first; i < moves && i < first + MOVES_KEPT; i++)
+        if (moved_from[i % MOVES_KEPT] == addr)
+            return true;
+    return false;
 }
 
 static void test_release_parser(void)
@@ -136,31 +153,67 @@ static char *alloc_written(size_t size)
     return block;
 }
 
+/* A block grown over a cached 8 MiB mapping to 13 MiB lacks 5 MiB, which
+ * the cached 4 MiB block, its mapping at four_mib_head, fills. */
+static void grow_over(uintptr_t four_mib_head, unsigned *refused, bool *four_mib_moved)
+{
+    unsigned first_refusal = refusals, first_move = moves;
+    char *grown = malloc(opaque_size(13 * MiB));
+    if (!grown)
+        hard_error("malloc(13 MiB) failed");
+    write_pages(grown, 13 * MiB);
+    grown[13 * MiB - 1] = 1;
+    *refused = refusals - first_refusal;
+    *four_mib_moved = moved_since(first_move, (void *)four_mib_head);
+    free(grown);
+}
+
+/* A cached block of one mapping is moved into a block that grows. */
+static void test_move_of_one_mapping(void)
+{
+    malloc_trim(0);
+    char *fence_above = alloc_written(2 * MiB);
+    char *one_mapping = alloc_written(4 * MiB);
+    char *fence_between = alloc_written(2 * MiB);
+    char *biggest = alloc_written(8 * MiB);
+    uintptr_t head = (uintptr_t)(one_mapping - HAK_PAGE_SIZE);
+    free(one_mapping);
+    free(biggest);
+    unsigned refused;
+    bool moved;
+    grow_over(head, &refused, &moved);
+    printf("13 MiB over cached 8 MiB and 4 MiB of one mapping: %s, %u moves refused\n",
+           moved ? "moved" : "not moved", refused);
+    CHECK(moved && refused == 0, "a cached block of one kernel mapping was %s (%u refusals)",
+          moved ? "moved" : "not moved", refused);
+    free(fence_between);
+    free(fence_above);
+}
+
+/* One whose pages were moved over a new mapping is two mappings: not
+ * moved, where the kernel would refuse. */
 static void test_no_move_of_two_mappings(void)
 {
+    malloc_trim(0);
     /* fence_above, then small right below it: small grown to 4 MiB cannot
-     * grow in place and moves over a new mapping, two kernel mappings from
-     * then on. */
+     * grow in place and moves over a new mapping. */
     char *fence_above = alloc_written(2 * MiB);
     char *small = alloc_written(2 * MiB);
     free(small);
     char *two_mappings = alloc_written(4 * MiB);
     char *fence_between = alloc_written(2 * MiB);
     char *biggest = alloc_written(8 * MiB);
+    uintptr_t head = (uintptr_t)(two_mappings - HAK_PAGE_SIZE);
+    if (within_one_mapping(head, HAK_PAGE_SIZE + 4 * MiB))
+        hard_error("the 4 MiB block is one kernel mapping: the test no longer makes two");
     free(two_mappings);
     free(biggest);
-    /* Grown over the biggest, 8 MiB, the block lacks 5 MiB, which the
-     * cached 4 MiB of two mappings would have filled. */
-    unsigned before = refusals;
-    char *grown = malloc(opaque_size(13 * MiB));
-    if (!grown)
-        hard_error("malloc(13 MiB) failed");
-    write_pages(grown, 13 * MiB);
-    grown[13 * MiB - 1] = 1;
-    unsigned refused = refusals - before;
+    unsigned refused;
+    bool moved;
+    grow_over(head, &refused, &moved);
     printf("13 MiB over cached 8 MiB and 4 MiB of two mappings: %u moves refused\n", refused);
-    CHECK(refused == 0, "fill moved cached pages of two kernel mappings (%u refusals)", refused);
-    free(grown);
+    CHECK(refused == 0 && !moved, "fill moved cached pages of two kernel mappings (%u refusals)",
+          refused);
     free(fence_between);
     free(fence_above);
 }
@@ -174,6 +227,7 @@ int main(int argc, char **argv)
         hard_error("prctl(PR_SET_THP_DISABLE) failed");
     rerun_with("HAKMEM_HUGE_PAGES", "0", argv);
     test_release_parser();
+    test_move_of_one_mapping();
     test_no_move_of_two_mappings();
     return test_result("test_old_kernel_moves");
 }
