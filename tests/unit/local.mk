@@ -35,12 +35,13 @@ tests_unit_test_size_class_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_size_class_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_size_class_LDADD = $(UNIT_LDADD)
 
-tests_unit_test_os_map_SOURCES = tests/unit/test_os_map.c tests/unit/unit.h
+tests_unit_test_os_map_SOURCES = tests/unit/test_os_map.c tests/unit/unit.h tests/unit/refusing_mremap.h
 tests_unit_test_os_map_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_os_map_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_os_map_LDADD = $(UNIT_LDADD)
 
-tests_unit_test_old_kernel_moves_SOURCES = tests/unit/test_old_kernel_moves.c tests/unit/unit.h
+tests_unit_test_old_kernel_moves_SOURCES = tests/unit/test_old_kernel_moves.c tests/unit/unit.h \
+	tests/unit/refusing_mremap.h
 tests_unit_test_old_kernel_moves_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_old_kernel_moves_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_old_kernel_moves_LDADD = $(UNIT_LDADD)

@@ -6,22 +6,20 @@
  *
  * This program plays such a kernel: its uname says 6.1, and its mremap
  * refuses, as that kernel would, a move whose source is not within one
- * mapping of /proc/self/maps, counting the refusals.  A cached block of one
+ * mapping of /proc/self/maps, counting the refusals (refusing_mremap.h).  A cached block of one
  * mapping that fits a gap of another block that grows is moved into it; one
  * whose pages were moved over a new mapping is two mappings and must not
  * be, and the grown block is whole.  The release parser is checked against a few releases.
  * The program asks the kernel for no huge pages (sizes stay as asked). */
-#include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/utsname.h>
 
 #include "os.h"
+#include "refusing_mremap.h"
 #include "unit.h"
 
 int uname(struct utsname *name)
@@ -76,42 +74,9 @@ static bool within_one_mapping(uintptr_t start, size_t size)
     return false;
 }
 
-/* Volatile: the compiler takes malloc for a call that writes no memory of
- * the program's, and this mremap runs inside it. */
-static volatile unsigned refusals;
-/* The sources of the moves let through, latest last. */
-#define MOVES_KEPT 16
-static void *volatile moved_from[MOVES_KEPT];
-static volatile unsigned moves;
-
-void *mremap(void *old_address, size_t old_size, size_t new_size, int flags, ...)
+static bool over_several_mappings(const void *source, size_t size)
 {
-    void *new_address = NULL;
-    if (flags & MREMAP_FIXED) {
-        va_list args;
-        va_start(args, flags);
-        new_address = va_arg(args, void *);
-        va_end(args);
-        if (!within_one_mapping((uintptr_t)old_address, old_size)) {
-            munmap(new_address, new_size);
-            refusals++;
-            errno = EFAULT;
-            return MAP_FAILED;
-        }
-    }
-    void *result = (void *)syscall(SYS_mremap, old_address, old_size, new_size, flags, new_address);
-    if (result != MAP_FAILED && (flags & MREMAP_FIXED))
-        moved_from[moves++ % MOVES_KEPT] = old_address;
-    return result;
-}
-
-/* Whether a move from addr was let through since moves was first. */
-static bool moved_since(unsigned first, const void *addr)
-{
-    for (unsigned i = first; i < moves && i < first + MOVES_KEPT; i++)
-        if (moved_from[i % MOVES_KEPT] == addr)
-            return true;
-    return false;
+    return !within_one_mapping((uintptr_t)source, size);
 }
 
 static void test_release_parser(void)
@@ -157,14 +122,14 @@ static char *alloc_written(size_t size)
  * the cached 4 MiB block, its mapping at four_mib_head, fills. */
 static void grow_over(uintptr_t four_mib_head, unsigned *refused, bool *four_mib_moved)
 {
-    unsigned first_refusal = refusals, first_move = moves;
+    unsigned first_refusal = mremap_refusals, first_move = mremap_moves;
     char *grown = malloc(opaque_size(13 * MiB));
     if (!grown)
         hard_error("malloc(13 MiB) failed");
     write_pages(grown, 13 * MiB);
     grown[13 * MiB - 1] = 1;
-    *refused = refusals - first_refusal;
-    *four_mib_moved = moved_since(first_move, (void *)four_mib_head);
+    *refused = mremap_refusals - first_refusal;
+    *four_mib_moved = mremap_moved_since(first_move, (void *)four_mib_head);
     free(grown);
 }
 
@@ -226,6 +191,7 @@ int main(int argc, char **argv)
     if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0)
         hard_error("prctl(PR_SET_THP_DISABLE) failed");
     rerun_with("HAKMEM_HUGE_PAGES", "0", argv);
+    mremap_refused = over_several_mappings;
     test_release_parser();
     test_move_of_one_mapping();
     test_no_move_of_two_mappings();

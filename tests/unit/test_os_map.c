@@ -3,15 +3,13 @@
  * mmap with no trimming; where that range is taken, elsewhere, still
  * aligned, over nothing mapped before.  Moves of pages, which leave their
  * destination mapped whatever the kernel does. */
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "os.h"
+#include "refusing_mremap.h"
 #include "unit.h"
 
 #define MIB ((size_t)1 << 20)
@@ -156,28 +154,12 @@ static void test_other_shapes(void)
         hak_os_unmap(next, 2 * MIB);
 }
 
-/* A kernel that refuses a move may unmap the destination before it finds
- * the source unfit: Linux before 6.17 does so with a source over two kernel
- * mappings, which later kernels move.  This mremap, which os.c calls
- * rather than the C library's, does the same on any kernel while
- * old_kernel_refusal is set. */
-static bool old_kernel_refusal;
-
-void *mremap(void *old_address, size_t old_size, size_t new_size, int flags, ...)
+/* The refusal of a kernel before 6.17 (refusing_mremap.h), for every move. */
+static bool refuse_every_move(const void *source, size_t size)
 {
-    void *new_address = NULL;
-    if (flags & MREMAP_FIXED) {
-        va_list args;
-        va_start(args, flags);
-        new_address = va_arg(args, void *);
-        va_end(args);
-        if (old_kernel_refusal) {
-            munmap(new_address, new_size);
-            errno = EFAULT;
-            return MAP_FAILED;
-        }
-    }
-    return (void *)syscall(SYS_mremap, old_address, old_size, new_size, flags, new_address);
+    (void)source;
+    (void)size;
+    return true;
 }
 
 enum move_source {
@@ -230,7 +212,7 @@ static void check_move(enum move_source kind, bool may_move, const char *what)
         CHECK(fresh == (dst[0] != 7), "%s: refused, the destination %s, but the move said %s", what,
               dst[0] != 7 ? "lost its pages" : "kept its pages",
               fresh ? "it was mapped again" : "it was as it was");
-    CHECK(!old_kernel_refusal || fresh, "%s: the destination was not mapped again", what);
+    CHECK(!mremap_refused || fresh, "%s: the destination was not mapped again", what);
     dst[0] = 1;
     dst[size - 1] = 1;
     hak_os_unmap(dst, size);
@@ -241,9 +223,9 @@ static void test_moves_keep_destination(void)
 {
     check_move(SOURCE_UNMAPPED, false, "a move from an unmapped range");
     check_move(SOURCE_TWO_MAPPINGS, true, "a move from two kernel mappings");
-    old_kernel_refusal = true;
+    mremap_refused = refuse_every_move;
     check_move(SOURCE_TWO_MAPPINGS, false, "a move an older kernel refuses");
-    old_kernel_refusal = false;
+    mremap_refused = NULL;
 }
 
 int main(void)
