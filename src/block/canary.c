@@ -6,24 +6,30 @@
 #include "../memcheck.h"
 #include "block_link.h"
 
-/* Never zero: a stray terminating NUL is the commonest overflow. */
-static uint8_t fill_byte(void)
+/* The canary's byte at address at: a byte of the key by the address's
+ * place in its word, plus a step that differs at every place, so that the
+ * eight are never all the same and no run of one byte (a memset, a string
+ * of one character) matches them by chance; with one byte for all, a
+ * process whose byte was the program's ('A' in the heap-fault suite)
+ * missed such an overflow one time in 256.  Never zero: a stray
+ * terminating NUL is the commonest overflow. */
+static uint8_t canary_byte(const void *at)
 {
-    uint8_t byte = (uint8_t)(hak_link_keys.canary >> 32);
+    unsigned place = (unsigned)((uintptr_t)at % 8);
+    uint8_t byte = (uint8_t)((uint8_t)(hak_link_keys.canary >> (8 * place)) + place * 0x55);
     return byte ? byte : 0xa5;
 }
 
-/* The record: the fill byte, then the size XOR the key. */
-static uint64_t record_of(size_t size)
+/* The record, at at: the canary's byte there, then the size XOR the key. */
+static uint64_t record_of(const void *at, size_t size)
 {
-    return (uint64_t)(size ^ hak_link_keys.canary) << 8 | fill_byte();
+    return (uint64_t)(size ^ hak_link_keys.canary) << 8 | canary_byte(at);
 }
 
 static bool filled(const char *from, const char *to)
 {
-    uint8_t byte = fill_byte();
     for (; from < to; from++)
-        if ((uint8_t)*from != byte)
+        if ((uint8_t)*from != canary_byte(from))
             return false;
     return true;
 }
@@ -37,7 +43,8 @@ void hak_canary_fill(void *block, size_t size, size_t end)
 {
     char *from = (char *)block + size;
     hak_memcheck_undefined(from, end - size);
-    memset(from, fill_byte(), end - size);
+    for (char *at = from; at < (char *)block + end; at++)
+        *at = (char)canary_byte(at);
     hak_memcheck_noaccess(from, end - size);
 }
 
@@ -52,7 +59,7 @@ void hak_canary_verify(const void *block, size_t size, size_t end, const char *n
 
 static void write_record(void *block, size_t record, size_t size)
 {
-    uint64_t word = record_of(size);
+    uint64_t word = record_of((char *)block + record, size);
     hak_memcheck_undefined((char *)block + record, sizeof(word));
     memcpy((char *)block + record, &word, sizeof(word));
     hak_memcheck_noaccess((char *)block + record, sizeof(word));
@@ -67,7 +74,8 @@ static size_t decode_record(const void *block, size_t record)
     memcpy(&word, (const char *)block + record, sizeof(word));
     hak_memcheck_noaccess((const char *)block + record, sizeof(word));
     size_t size = (size_t)((word >> 8) ^ (hak_link_keys.canary & (UINT64_MAX >> 8)));
-    return (uint8_t)word == fill_byte() && size <= record ? size : SIZE_MAX;
+    return (uint8_t)word == canary_byte((const char *)block + record) && size <= record ? size
+                                                                                        : SIZE_MAX;
 }
 
 static size_t read_record(const void *block, size_t record, const char *note)

@@ -1,8 +1,9 @@
 /* Canaries of the checked mode (harden.h).  A block records the size it was
  * asked with in its last word, and the bytes from that size up to the record
- * hold a per-process fill byte, as does the record's first byte: a write
- * past the requested size, even of one zero byte, changes one of them, and
- * the free that finds the change aborts naming the block. */
+ * hold a per-process pattern, a byte for each place in a word, none zero, as
+ * does the record's first byte: a write past the requested size, even of one
+ * zero byte, changes one of them, and the free that finds the change aborts
+ * naming the block. */
 #ifndef HAK_CANARY_H
 #define HAK_CANARY_H
 

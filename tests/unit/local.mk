@@ -11,6 +11,7 @@ tests_unit_libhakmem_internal_la_LIBADD = $(src_libhakmem_la_LIBADD)
 
 UNIT_TESTS = \
 	tests/unit/test_size_class \
+	tests/unit/test_canary \
 	tests/unit/test_slab \
 	tests/unit/test_page_map \
 	tests/unit/test_page_arena \
@@ -34,6 +35,11 @@ tests_unit_test_size_class_SOURCES = tests/unit/test_size_class.c tests/unit/uni
 tests_unit_test_size_class_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_size_class_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_size_class_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_canary_SOURCES = tests/unit/test_canary.c tests/unit/unit.h
+tests_unit_test_canary_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_canary_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_canary_LDADD = $(UNIT_LDADD)
 
 tests_unit_test_os_map_SOURCES = tests/unit/test_os_map.c tests/unit/unit.h tests/unit/refusing_mremap.h
 tests_unit_test_os_map_CPPFLAGS = $(UNIT_CPPFLAGS)

@@ -1,0 +1,36 @@
+/* The checked mode's canary (block/canary.c): a block left alone passes,
+ * and a run of one byte past its requested size is seen, whatever the byte
+ * and the process's key, once the run covers a word: the canary's bytes
+ * differ by their place in the word.  With one byte for the whole canary, a
+ * run of that byte passed (the heap-fault suite's 'A's, once in 256
+ * processes). */
+#include <string.h>
+
+#include "block/canary.h"
+#include "unit.h"
+
+enum { BLOCK = 128, SIZE = 40 };
+
+int main(void)
+{
+    unit_watchdog();
+    free(malloc(1)); /* hak_init: the process's keys */
+    static uint64_t storage[BLOCK / 8];
+    unsigned char *block = (unsigned char *)storage;
+    hak_canary_set(block, BLOCK, SIZE);
+    CHECK(hak_canary_intact(block, BLOCK), "a block left alone fails its canary check");
+    CHECK(hak_canary_check(block, BLOCK, "test") == SIZE, "the record lost the block's size");
+    unsigned missed = 0;
+    for (unsigned value = 0; value < 256; value++) {
+        for (size_t run = 8; run <= BLOCK - SIZE - HAK_CANARY_BYTES; run *= 2) {
+            hak_canary_set(block, BLOCK, SIZE);
+            memset(block + SIZE, (int)value, run);
+            if (hak_canary_intact(block, BLOCK)) {
+                CHECK(false, "%zu bytes of %#x past the block passed its canary", run, value);
+                missed++;
+            }
+        }
+    }
+    printf("runs of one byte over the canary: %u of %u passed\n", missed, 256 * 3);
+    return test_result("test_canary");
+}
