@@ -26,8 +26,30 @@ static uint64_t record_of(const void *at, size_t size)
     return (uint64_t)(size ^ hak_link_keys.canary) << 8 | canary_byte(at);
 }
 
+/* The canary's eight bytes as they lie in an aligned word. */
+static uint64_t canary_word(void)
+{
+    uint64_t word;
+    uint8_t bytes[8];
+    for (unsigned place = 0; place < 8; place++)
+        bytes[place] = canary_byte((const void *)(uintptr_t)place);
+    memcpy(&word, bytes, sizeof(word));
+    return word;
+}
+
+/* Bytes one at a time up to a word's boundary and after the last, whole
+ * words between: a large block's canary may cover megabytes. */
 static bool filled(const char *from, const char *to)
 {
+    for (; from < to && (uintptr_t)from % 8; from++)
+        if ((uint8_t)*from != canary_byte(from))
+            return false;
+    uint64_t pattern = canary_word(), word;
+    for (; to - from >= 8; from += 8) {
+        memcpy(&word, from, sizeof(word));
+        if (word != pattern)
+            return false;
+    }
     for (; from < to; from++)
         if ((uint8_t)*from != canary_byte(from))
             return false;
@@ -43,7 +65,13 @@ void hak_canary_fill(void *block, size_t size, size_t end)
 {
     char *from = (char *)block + size;
     hak_memcheck_undefined(from, end - size);
-    for (char *at = from; at < (char *)block + end; at++)
+    char *at = from, *to = (char *)block + end;
+    for (; at < to && (uintptr_t)at % 8; at++)
+        *at = (char)canary_byte(at);
+    uint64_t pattern = canary_word();
+    for (; to - at >= 8; at += 8)
+        memcpy(at, &pattern, sizeof(pattern));
+    for (; at < to; at++)
         *at = (char)canary_byte(at);
     hak_memcheck_noaccess(from, end - size);
 }
