@@ -471,8 +471,6 @@ static void fill(struct hak_large *large, size_t from, size_t to)
         hak_stat_node_map(node, -(int64_t)size);
         filled += size;
     }
-    if (filled > from)
-        large->one_mapping = false;
     if (filled < to)
         note_miss(node, to - filled);
     size_t touched = (filled - large->offset) / HAK_PAGE_SIZE;
@@ -552,7 +550,8 @@ static struct hak_large *extend(struct hak_large *large, size_t total, size_t ah
     }
     hak_stat_node_map(node, (int64_t)(grown - old));
     set_size(large, grown);
-    /* Its pages and those mapped after them, or moved over a new mapping. */
+    /* Its pages and those mapped after them, or moved over a new mapping,
+     * and those fill moves in. */
     large->one_mapping = false;
     fill(large, old, total);
     return large;
