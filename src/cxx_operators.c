@@ -247,9 +247,10 @@ void *_Znwm(size_t size)
     if (HAK_LIKELY(size <= HAK_SMALL_MAX)) {
         size_t cls = hak_small_class(size);
         struct hak_thread *self = hak_my_thread();
-        void *block = self->head[cls];
-        if (HAK_LIKELY(hak_heap_poppable(self, block)))
-            return hak_heap_pop(self, cls, block);
+        void *block = hak_heap_head(self, cls);
+        uintptr_t next;
+        if (HAK_LIKELY(hak_heap_poppable(self, block, &next)))
+            return hak_heap_take(self, cls, block, next);
     }
     return new_uncached(size);
 }

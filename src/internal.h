@@ -377,7 +377,9 @@ struct hak_heap {
  * Other threads read room[] and allocs[] (stats, mallinfo) through
  * heap->thread while the heap is registered. */
 struct hak_thread {
-    void *head[HAK_NUM_CLASSES]; /* free blocks, linked through their first word */
+    /* Free blocks, linked through their first word; HAK_LIST_END when
+     * none (block/block_link.h), never NULL. */
+    void *head[HAK_NUM_CLASSES];
     uint32_t room[HAK_NUM_CLASSES];
     uint64_t allocs[HAK_NUM_CLASSES]; /* mallocs served, for stats */
     struct hak_heap *heap;

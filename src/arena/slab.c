@@ -135,7 +135,7 @@ bool hak_slab_extend(struct hak_slab *slab)
         last = next;
         next += size;
     }
-    hak_link_set(last, head);
+    hak_link_set_or_end(last, head);
     hak_block_tag_free(last);
     slab->free = block;
     slab->carve = last + size;
@@ -178,7 +178,7 @@ uint32_t hak_slab_collect_remote(struct hak_slab *slab)
     void *tail = list;
     for (void *next; (next = hak_link_get(tail)); tail = next)
         count++;
-    hak_link_set(tail, slab->free);
+    hak_link_set_or_end(tail, slab->free);
     slab->free = list;
     slab->used -= count;
     return count;
@@ -278,13 +278,13 @@ void hak_slab_remote_free_chain(struct hak_slab *slab, void *head, void *tail)
             /* Only the owner's collection can change the word now. */
             word = atomic_load_explicit(&slab->remote, memory_order_relaxed);
             do {
-                hak_link_set(tail, list_of(word));
+                hak_link_set_or_end(tail, list_of(word));
             } while (!atomic_compare_exchange_weak_explicit(
                 &slab->remote, &word, (uintptr_t)head | HAK_REMOTE_NORMAL, memory_order_release,
                 memory_order_relaxed));
             return;
         }
-        hak_link_set(tail, list_of(word));
+        hak_link_set_or_end(tail, list_of(word));
         if (atomic_compare_exchange_weak_explicit(&slab->remote, &word, (uintptr_t)head | flag,
                                                   memory_order_release, memory_order_relaxed))
             return;

@@ -9,6 +9,10 @@
 
 struct hak_link_keys hak_link_keys;
 
+/* 1 decodes with its low bits set under any key: 1 at level 0, 14 under the
+ * others, whose low four bits are 15. */
+const struct hak_list_end hak_list_end = {{1, 0}};
+
 void hak_block_link_init(void)
 {
     const unsigned char *random = (const unsigned char *)getauxval(AT_RANDOM);

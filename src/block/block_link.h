@@ -23,9 +23,37 @@ void hak_block_link_init(void);
 
 void hak_fatal_double_free(const void *block, unsigned cls) __attribute__((noreturn, cold));
 
+/* Where every list of free blocks ends: the last block links here, and a
+ * thread's empty cache has it for its head (struct hak_thread), so that
+ * malloc's fast path, which pops the head, needs no test for an empty
+ * cache.  Its first word decodes as a corrupted link under every key (the
+ * key's low four bits are all set, or all clear at level 0), and the fast
+ * path leaves on that for the refill, which tells the end from a
+ * corruption.  Read-only: nothing is ever written to it. */
+struct hak_list_end {
+    uintptr_t words[2];
+} __attribute__((aligned(16)));
+extern const struct hak_list_end hak_list_end HAK_SHARED;
+#define HAK_LIST_END ((void *)&hak_list_end)
+
+/* next: a block or HAK_LIST_END, never NULL (a cache's head, a run's next
+ * block): the fast path stores it with no test. */
 static inline void hak_link_set(void *block, const void *next)
 {
     *(uintptr_t *)block = (uintptr_t)next ^ hak_link_keys.link;
+}
+
+/* A list, a block or NULL for none, as a link or a cache's head takes it. */
+static inline void *hak_list_or_end(const void *list)
+{
+    return list ? (void *)list : HAK_LIST_END;
+}
+
+/* hak_link_set where NULL stands for the end (a slab's list, which may be
+ * empty). */
+static inline void hak_link_set_or_end(void *block, const void *next)
+{
+    hak_link_set(block, hak_list_or_end(next));
 }
 
 /* Level 0 only, where the key is 0. */
@@ -49,12 +77,13 @@ static inline bool hak_link_corrupted(uintptr_t next)
  * and needs no stack frame of its own for the call. */
 void *hak_fatal_corrupted_link(const void *block) __attribute__((cold));
 
+/* The next block, or NULL after the last. */
 static inline void *hak_link_get(const void *block)
 {
     uintptr_t next = hak_link_decode(block);
     if (HAK_UNLIKELY(hak_link_corrupted(next)))
         hak_fatal_corrupted_link(block);
-    return (void *)next;
+    return (void *)next == HAK_LIST_END ? NULL : (void *)next;
 }
 
 static inline bool hak_block_tagged_free(const void *block)

@@ -28,6 +28,7 @@
 static const int32_t unwatched_cpu;
 
 __thread struct hak_thread hak_tls __attribute__((tls_model("initial-exec"))) = {
+    .head = {[0 ... HAK_NUM_CLASSES - 1] = HAK_LIST_END},
     .heap = &hak_empty_heap,
     .node = HAK_HEAPLESS_NODE,
     .cpu_word = &unwatched_cpu,
@@ -194,7 +195,7 @@ static HAK_NOINLINE void settle(struct hak_heap *heap, struct hak_slab *slab)
 static void return_run(struct hak_heap *heap, struct hak_slab *slab, void *head, void *tail,
                        uint32_t count)
 {
-    hak_link_set(tail, slab->free);
+    hak_link_set_or_end(tail, slab->free);
     slab->free = head;
     slab->used -= count;
     heap->stats[slab->cls].blocks_held -= count;
@@ -400,6 +401,13 @@ static bool sparse_checked(unsigned cls)
 
 static void flush_list(struct hak_heap *heap, void *list);
 
+/* The blocks of cls's cache, NULL for none. */
+static void *cached_list(const struct hak_heap *heap, unsigned cls)
+{
+    void *head = heap->thread->head[cls];
+    return head == HAK_LIST_END ? NULL : head;
+}
+
 /* Sets a class's capacity; the blocks cached stay, so room follows. */
 static void set_limit(struct hak_heap *heap, unsigned cls, uint32_t limit)
 {
@@ -414,8 +422,8 @@ static void set_limit(struct hak_heap *heap, unsigned cls, uint32_t limit)
 /* The blocks of cls's cache go back to their slabs. */
 static void flush_cache(struct hak_heap *heap, unsigned cls)
 {
-    void *list = heap->thread->head[cls];
-    heap->thread->head[cls] = NULL;
+    void *list = cached_list(heap, cls);
+    heap->thread->head[cls] = HAK_LIST_END;
     heap->thread->room[cls] = heap->limit[cls];
     flush_list(heap, list);
 }
@@ -483,7 +491,7 @@ static void look_for_idle(struct hak_heap *heap, unsigned keep)
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         uint64_t allocs = heap->thread->allocs[cls];
         if (cls != keep && allocs == heap->idle_allocs[cls] &&
-            (heap->thread->head[cls] || heap->limit[cls] > cache_limit(cls) ||
+            (cached_list(heap, cls) || heap->limit[cls] > cache_limit(cls) ||
              heap->cur[cls] != &hak_empty_slab))
             release_cache(heap, cls);
         heap->idle_allocs[cls] = allocs;
@@ -502,7 +510,7 @@ static void look_for_idle(struct hak_heap *heap, unsigned keep)
 
 static bool blocks_sparse(struct hak_heap *heap, unsigned cls)
 {
-    void *block = heap->thread->head[cls];
+    void *block = cached_list(heap, cls);
     if (block && heap->turns[cls]++ % SPARSE_RECHECK_TURNS == 0) {
         size_t size = hak_class_size[cls], resident;
         heap->sparse[cls] =
@@ -682,7 +690,7 @@ static uint32_t take_blocks(struct hak_heap *heap, unsigned cls, uint32_t want, 
         taken += count;
     }
     if (last) {
-        hak_link_set(last, *head);
+        hak_link_set_or_end(last, *head);
         *head = first;
     }
     return taken;
@@ -831,7 +839,7 @@ static void *refill(struct hak_heap *heap, size_t size, unsigned cls)
         errno = ENOMEM;
         return NULL;
     }
-    heap->thread->head[cls] = hak_link_get(block);
+    heap->thread->head[cls] = hak_list_or_end(hak_link_get(block));
     heap->thread->room[cls] -= taken - 1;
     heap->thread->allocs[cls]++;
     hak_block_untag(block);
@@ -844,7 +852,7 @@ void *hak_heap_refill(size_t size, size_t cls)
     if (!heap)
         return NULL;
     /* Not empty after a move to another CPU of the same node. */
-    void *cached = heap->thread->head[cls];
+    void *cached = cached_list(heap, cls);
     if (cached)
         return hak_heap_pop(heap->thread, cls, cached);
     return refill(heap, size, cls);
@@ -897,7 +905,7 @@ void *hak_heap_alloc_zeroed(size_t size, size_t cls)
     struct hak_heap *heap = heap_for_refill();
     if (!heap)
         return NULL;
-    void *block = heap->thread->head[cls];
+    void *block = cached_list(heap, cls);
     if (block) {
         block = hak_heap_pop(heap->thread, cls, block);
         memset(block, 0, size);
@@ -977,7 +985,7 @@ void hak_heap_flush(void *block, size_t cls, struct hak_slab *slab)
     hak_tls.room[cls] = 1;
     heap->stats[cls].flushes++;
     heap->stats[cls].blocks_held--;
-    hak_link_set(block, slab->free);
+    hak_link_set_or_end(block, slab->free);
     slab->free = block;
     if (HAK_UNLIKELY(--slab->used == 0 || slab->state == HAK_STATE_FULL))
         settle(heap, slab); /* calls only in tail position: no frame */
@@ -1005,14 +1013,14 @@ static void flush_half(struct hak_heap *heap, unsigned cls)
     heap->stats[cls].flushes++;
     void *list;
     if (keep == 0) {
-        list = heap->thread->head[cls];
-        heap->thread->head[cls] = NULL;
+        list = cached_list(heap, cls);
+        heap->thread->head[cls] = HAK_LIST_END;
     } else {
         void *last = heap->thread->head[cls];
         for (uint32_t i = 1; i < keep; i++)
             last = hak_link_get(last);
         list = hak_link_get(last);
-        hak_link_set(last, NULL);
+        hak_link_set(last, HAK_LIST_END);
     }
     heap->thread->room[cls] = heap->limit[cls] - keep;
     flush_list(heap, list);

@@ -32,8 +32,8 @@ static inline struct hak_thread *hak_my_thread(void)
 }
 
 /* A block of class cls (or, in checked mode, of a class that also fits
- * size and a canary) when the cache is empty or the thread has moved to
- * another CPU. */
+ * size and a canary) when the cache is empty, the thread has moved to
+ * another CPU, or the cache's first link is corrupted (an abort). */
 void *hak_heap_refill(size_t size, size_t cls);
 /* calloc of a block of an L25 class, over 32 KiB (size bytes zeroed).  One
  * the cache and the class's slabs cannot give takes a span of its own
@@ -91,7 +91,7 @@ void hak_heap_forget_other_threads(void);
  * passes, and the flush refuses it. */
 static inline bool hak_slab_starts_block(const struct hak_slab *slab, uint32_t offset)
 {
-    return offset * slab->divide_magic < slab->divide_magic;
+    return hak_magic_divides(&slab->divide_magic, offset);
 }
 
 /* A block's offset in its slab: in a SuperSlab, where every slab starts at
@@ -122,12 +122,10 @@ static inline bool hak_heap_count_free(struct hak_thread *self, size_t cls)
 #endif
 }
 
-/* The cache's first block; block is self->head[cls], not NULL. */
-static inline void *hak_heap_pop(struct hak_thread *self, size_t cls, void *block)
+/* Takes block, the cache's first, whose link decoded to next (a block or
+ * HAK_LIST_END). */
+static inline void *hak_heap_take(struct hak_thread *self, size_t cls, void *block, uintptr_t next)
 {
-    uintptr_t next = hak_link_decode(block);
-    if (HAK_UNLIKELY(hak_link_corrupted(next)))
-        return hak_fatal_corrupted_link(block);
     self->head[cls] = (void *)next;
     /* The next malloc of the class reads that block's link: fetched now,
      * while the program works, it waits on no cache miss then. */
@@ -145,20 +143,49 @@ static inline void *hak_heap_pop(struct hak_thread *self, size_t cls, void *bloc
     return block;
 }
 
-/* Whether malloc's fast path may pop block, self->head[cls]: the cache
- * has one and the thread has not moved to another CPU. */
-static inline bool hak_heap_poppable(const struct hak_thread *self, const void *block)
+/* The cache's first block, for the slow paths; block is self->head[cls],
+ * not HAK_LIST_END. */
+static inline void *hak_heap_pop(struct hak_thread *self, size_t cls, void *block)
 {
-    return block && *self->cpu_word == self->cpu;
+    uintptr_t next = hak_link_decode(block);
+    if (HAK_UNLIKELY(hak_link_corrupted(next)))
+        return hak_fatal_corrupted_link(block);
+    return hak_heap_take(self, cls, block, next);
+}
+
+/* The cache's first block, for malloc's fast path to return: on x86-64
+ * loaded into the return register, where GCC loaded it into another and
+ * moved it over at the end, one instruction more in every malloc. */
+static inline void *hak_heap_head(const struct hak_thread *self, size_t cls)
+{
+    void *block = self->head[cls];
+#if defined(__x86_64__)
+    __asm__("" : "+a"(block));
+#endif
+    return block;
+}
+
+/* Whether malloc's fast path may take block, self->head[cls], whose link
+ * it decodes into *next: the thread has not moved to another CPU and the
+ * link is sound.  An empty cache's head, HAK_LIST_END, decodes as unsound,
+ * so that one test sends both to the refill, which tells them apart. */
+static inline bool hak_heap_poppable(const struct hak_thread *self, const void *block,
+                                     uintptr_t *next)
+{
+    if (*self->cpu_word != self->cpu)
+        return false;
+    *next = hak_link_decode(block);
+    return !hak_link_corrupted(*next);
 }
 
 /* size: what the caller asked for, which only the checked mode reads. */
 static inline void *hak_heap_alloc(size_t cls, size_t size)
 {
     struct hak_thread *self = hak_my_thread();
-    void *block = self->head[cls];
-    if (HAK_LIKELY(hak_heap_poppable(self, block)))
-        return hak_heap_pop(self, cls, block);
+    void *block = hak_heap_head(self, cls);
+    uintptr_t next;
+    if (HAK_LIKELY(hak_heap_poppable(self, block, &next)))
+        return hak_heap_take(self, cls, block, next);
     return hak_heap_refill(size, cls);
 }
 
@@ -171,16 +198,14 @@ static inline bool hak_heap_push(struct hak_thread *self, size_t cls, void *bloc
     return hak_heap_count_free(self, cls);
 }
 
-/* The fast path's end, once free knows whether block's slab frees to this
- * thread's node (mine) and whether block starts one of its blocks
- * (starts); slab may be NULL for the slow paths to look it up. */
-static inline void hak_heap_free_tested(struct hak_thread *self, bool mine, bool starts, size_t cls,
-                                        void *block, struct hak_slab *slab)
+/* The fast path's end, once free knows that block's slab frees to this
+ * thread's node and whether block starts one of its blocks (starts); slab
+ * may be NULL for the slow paths to look it up.  The callers test the node
+ * first: the block-start test, computed before it, would be held in a
+ * register across the branch (two instructions more). */
+static inline void hak_heap_free_mine(struct hak_thread *self, bool starts, size_t cls, void *block,
+                                      struct hak_slab *slab)
 {
-    if (HAK_UNLIKELY(!mine)) {
-        hak_heap_free_other(block, slab);
-        return;
-    }
     if (HAK_UNLIKELY(!starts || hak_block_tagged_free(block))) {
         hak_heap_free_invalid(block, slab);
         return;
@@ -196,8 +221,11 @@ static inline void hak_heap_free_tested(struct hak_thread *self, bool mine, bool
 static inline void hak_heap_free(struct hak_slab *slab, size_t cls, void *block, uint32_t offset)
 {
     struct hak_thread *self = hak_my_thread();
-    hak_heap_free_tested(self, slab->free_node == self->node, hak_slab_starts_block(slab, offset),
-                         cls, block, slab);
+    if (HAK_UNLIKELY(slab->free_node != self->node)) {
+        hak_heap_free_other(block, slab);
+        return;
+    }
+    hak_heap_free_mine(self, hak_slab_starts_block(slab, offset), cls, block, slab);
 }
 
 /* The same for a block of an arena chunk, from its page's word
@@ -207,9 +235,12 @@ static inline void hak_heap_free(struct hak_slab *slab, size_t cls, void *block,
 static inline void hak_heap_free_in_page(uint32_t info, void *block, uint32_t offset)
 {
     struct hak_thread *self = hak_my_thread();
+    if (HAK_UNLIKELY(hak_page_info_node(info) != self->node)) {
+        hak_heap_free_other(block, NULL);
+        return;
+    }
     size_t cls = hak_page_info_class(info);
-    hak_heap_free_tested(self, hak_page_info_node(info) == self->node,
-                         hak_class_divides(cls, offset), cls, block, NULL);
+    hak_heap_free_mine(self, hak_class_divides(cls, offset), cls, block, NULL);
 }
 
 /* Level 0: the same without the checks, the tag and the encoding, but

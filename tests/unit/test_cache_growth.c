@@ -109,23 +109,23 @@ static void churn_small(void)
 static void check_idle_released(void)
 {
     unsigned idle = hak_class_of(9000), busy = hak_class_of(3000), churned = hak_class_of(64);
-    CHECK(hak_tls.head[idle] != NULL, "9000 B: the churn left no block in the cache");
+    CHECK(hak_tls.head[idle] != HAK_LIST_END, "9000 B: the churn left no block in the cache");
     CHECK(hak_tls.heap->limit[idle] > first_limit[idle], "9000 B: the cache did not grow");
     hak_options.decay_ms = 20;
     uint64_t start = hak_os_now_ms();
     /* Two looks 20 ms apart at least, however slow the machine. */
-    while (hak_tls.head[idle] != NULL && hak_os_now_ms() - start < 10000) {
+    while (hak_tls.head[idle] != HAK_LIST_END && hak_os_now_ms() - start < 10000) {
         churn_small();
         nanosleep(&(struct timespec){.tv_nsec = 1000 * 1000}, NULL);
     }
-    CHECK(hak_tls.head[idle] == NULL, "9000 B: the idle cache kept its blocks");
+    CHECK(hak_tls.head[idle] == HAK_LIST_END, "9000 B: the idle cache kept its blocks");
     CHECK(hak_tls.heap->limit[idle] == first_limit[idle],
           "9000 B: the idle cache stayed at %u blocks, not its first %u", hak_tls.heap->limit[idle],
           first_limit[idle]);
     CHECK(hak_tls.heap->cur[idle] == &hak_empty_slab,
           "9000 B: the idle class kept its current slab, all of whose blocks were free");
-    CHECK(hak_tls.head[busy] != NULL, "3000 B: a class malloc kept using lost its cache");
-    CHECK(hak_tls.head[churned] != NULL, "64 B: the churned class lost its cache");
+    CHECK(hak_tls.head[busy] != HAK_LIST_END, "3000 B: a class malloc kept using lost its cache");
+    CHECK(hak_tls.head[churned] != HAK_LIST_END, "64 B: the churned class lost its cache");
 
     /* The spans the released blocks emptied age out of the HotSpanBox,
      * where no span is put or taken meanwhile. */
