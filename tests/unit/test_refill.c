@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
+#include "block/block_link.h"
 #include "block/size_class.h"
 #include "front/thread_heap.h"
 #include "harden.h"
@@ -178,6 +179,46 @@ static void *refill_reads_one_block(void *unused)
     return NULL;
 }
 
+/* A cache's head is HAK_LIST_END when it holds no block, never NULL:
+ * malloc's fast path loads the head's link with no test of the head, and
+ * leaves for the refill on the end's link, which decodes as corrupted.  In
+ * a thread of its own, whose TLS starts from the image. */
+static void *empty_caches_end_the_list(void *unused)
+{
+    (void)unused;
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
+        CHECK(hak_tls.head[cls] == HAK_LIST_END, "a new thread's cache %u starts at %p", cls,
+              hak_tls.head[cls]);
+    CHECK(hak_link_corrupted(hak_list_end.words[0] ^ hak_link_keys.link) &&
+              hak_link_corrupted(hak_list_end.words[0]),
+          "the list end's link decodes as a block under the key or under level 0's");
+
+    unsigned cls = hak_class_of(100);
+    void *blocks[LIST_MAX_BLOCKS];
+    blocks[0] = unit_malloc(100);
+    uint32_t count = 1;
+    while (cached(cls) != 0 && count < LIST_MAX_BLOCKS)
+        blocks[count++] = unit_malloc(100);
+    CHECK(cached(cls) == 0 && hak_tls.head[cls] == HAK_LIST_END,
+          "after %u mallocs the cache holds %u blocks, its head %p", count, cached(cls),
+          hak_tls.head[cls]);
+    struct hak_class_stats before[HAK_NUM_CLASSES] = {0}, after[HAK_NUM_CLASSES] = {0};
+    hak_heap_sum_stats(before);
+    void *refilled = unit_malloc(100);
+    hak_heap_sum_stats(after);
+    CHECK(refilled && after[cls].refills == before[cls].refills + 1,
+          "the malloc from an empty cache gave %p after %llu refills", refilled,
+          (unsigned long long)(after[cls].refills - before[cls].refills));
+    free(refilled);
+    for (uint32_t i = 0; i < count; i++)
+        free(blocks[i]);
+    hak_heap_trim();
+    for (unsigned c = 0; c < HAK_NUM_CLASSES; c++)
+        CHECK(hak_tls.head[c] == HAK_LIST_END, "after malloc_trim the cache %u starts at %p", c,
+              hak_tls.head[c]);
+    return NULL;
+}
+
 int main(void)
 {
     unit_watchdog();
@@ -189,6 +230,9 @@ int main(void)
     check_batches_fit(64, 3000);
     check_batches_fit(128, 2500);
     check_batches_fit(1024, 400);
+    pthread_t ends;
+    unit_thread_start(&ends, empty_caches_end_the_list, NULL);
+    unit_thread_join(ends);
     if (!hak_harden.checked) { /* checked mode refills one block at a time */
         pthread_t thread;
         unit_thread_start(&thread, refill_reads_one_block, NULL);

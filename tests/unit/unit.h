@@ -57,6 +57,16 @@ static inline bool unit_page_resident(const void *page)
     return vec & 1;
 }
 
+/* malloc, after which the caller reads hakmem's state afresh: GCC takes
+ * malloc to write no memory the caller can read, and keeps what it read of
+ * the thread's caches before the call (hak_tls.room, say). */
+static inline void *unit_malloc(size_t size)
+{
+    void *block = malloc(size);
+    __asm__ __volatile__("" ::: "memory");
+    return block;
+}
+
 /* count blocks of size, each malloc'd in turn, then each freed: a batch a
  * cache must take in and give back whole. */
 static inline void unit_malloc_free_batch(void **blocks, size_t count, size_t size)
