@@ -7,7 +7,7 @@
 #include "../stats.h"
 #include "page_map.h"
 
-struct hak_superslab_region hak_superslab_region;
+struct hak_superslab_region hak_superslab_region = {.base = HAK_REGION_UNSET};
 
 /* Makes the fresh memory at ss a SuperSlab of node's, registered. */
 static bool setup(struct hak_superslab *ss, unsigned node)
@@ -56,10 +56,11 @@ static bool region_reserved(void)
     if (!tried) {
         tried = true;
         size_t size = hak_os_memory_bytes() & ~(HAK_SUPERSLAB_SIZE - 1);
-        hak_superslab_region.base =
-            (uintptr_t)(size ? hak_os_reserve(size, HAK_SUPERSLAB_SIZE) : NULL);
+        void *base = size ? hak_os_reserve(size, HAK_SUPERSLAB_SIZE) : NULL;
+        if (base)
+            hak_superslab_region.base = (uintptr_t)base;
     }
-    return hak_superslab_region.base != 0;
+    return hak_superslab_region_exists();
 }
 
 /* A SuperSlab at the region's end, or NULL when the region is full, given

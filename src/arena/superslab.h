@@ -18,18 +18,28 @@
  * all of them under an address-space limit or on another route, are mapped
  * one by one.
  *
- * free reads used first (an acquire load, a plain one on x86-64), then
- * base without an atomic load, which lets the compiler fold it into the
- * subtract: base is set once, before used first grows, so a thread that
- * reads a used above 0 reads the base set before it, and while used is 0
- * no offset is below it, whatever base reads.  A stale used is smaller,
- * and only sends a block of a SuperSlab this thread has not heard of
- * through the page map, where setup() registered it before used grew. */
+ * free reads base without an atomic load, and used after it (a plain load
+ * on x86-64, which acquires), so that the compiler folds each into the
+ * subtract and the compare.  base is HAK_REGION_UNSET until it is set,
+ * once, before used first grows: a thread that reads it unset, whatever
+ * used it reads then, finds every pointer's offset past used, as it does
+ * while used is 0.  A stale used is smaller, and only sends a block of a
+ * SuperSlab this thread has not heard of through the page map, where
+ * setup() registered it before used grew. */
 struct hak_superslab_region {
     uintptr_t base;      /* set once, under the lock, before used first grows */
     _Atomic size_t used; /* grows only, once a SuperSlab there is registered */
 } __attribute__((aligned(HAK_CACHE_LINE)));
 extern struct hak_superslab_region hak_superslab_region HAK_SHARED;
+
+/* The base of no region: above every user-space address, so that any
+ * pointer minus it is above every used. */
+#define HAK_REGION_UNSET ((uintptr_t)1 << 63)
+
+static inline bool hak_superslab_region_exists(void)
+{
+    return hak_superslab_region.base != HAK_REGION_UNSET;
+}
 
 /* Whether ptr lies in one of the region's SuperSlabs; *offset: ptr's
  * distance from the region's base, which free has at hand for the page's
@@ -38,8 +48,7 @@ static inline bool hak_superslab_region_find(const void *ptr, uintptr_t *offset)
 {
 #if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
     /* Compared in memory, as GCC does not fold an atomic load into the
-     * compare (one instruction more in every free); every load on x86-64
-     * acquires. */
+     * compare (one instruction more in every free). */
     bool below;
     *offset = (uintptr_t)ptr - hak_superslab_region.base;
     __asm__("{cmpq %2, %1|cmp %1, %2}"

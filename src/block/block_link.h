@@ -49,6 +49,12 @@ static inline void *hak_list_or_end(const void *list)
     return list ? (void *)list : HAK_LIST_END;
 }
 
+/* The other way: a link or a cache's head as a list, NULL for none. */
+static inline void *hak_list_or_null(const void *list)
+{
+    return list == HAK_LIST_END ? NULL : (void *)list;
+}
+
 /* hak_link_set where NULL stands for the end (a slab's list, which may be
  * empty). */
 static inline void hak_link_set_or_end(void *block, const void *next)
@@ -83,7 +89,7 @@ static inline void *hak_link_get(const void *block)
     uintptr_t next = hak_link_decode(block);
     if (HAK_UNLIKELY(hak_link_corrupted(next)))
         hak_fatal_corrupted_link(block);
-    return (void *)next == HAK_LIST_END ? NULL : (void *)next;
+    return hak_list_or_null((void *)next);
 }
 
 static inline bool hak_block_tagged_free(const void *block)

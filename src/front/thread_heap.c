@@ -404,8 +404,7 @@ static void flush_list(struct hak_heap *heap, void *list);
 /* The blocks of cls's cache, NULL for none. */
 static void *cached_list(const struct hak_heap *heap, unsigned cls)
 {
-    void *head = heap->thread->head[cls];
-    return head == HAK_LIST_END ? NULL : head;
+    return hak_list_or_null(heap->thread->head[cls]);
 }
 
 /* Sets a class's capacity; the blocks cached stay, so room follows. */

@@ -158,16 +158,16 @@ static void test_superslab_region(void)
         char *block = malloc(sizes[i]);
         if (!block)
             hard_error("malloc(%zu) failed", sizes[i]);
-        bool region = hak_superslab_region.base != 0;
+        bool region = hak_superslab_region_exists();
         bool small = sizes[i] <= HAK_SMALL_MAX;
         CHECK(hak_superslab_region_holds(block) == (small && region),
               "malloc(%zu) = %p %s in the SuperSlab region", sizes[i], (void *)block,
               hak_superslab_region_holds(block) ? "lies" : "does not lie");
         free(block);
     }
-    CHECK((hak_superslab_region.base != 0) == (hak_harden.route == HAK_ROUTE_FAST),
-          "a SuperSlab region %s on route %u", hak_superslab_region.base ? "exists" : "is missing",
-          hak_harden.route);
+    CHECK((hak_superslab_region_exists()) == (hak_harden.route == HAK_ROUTE_FAST),
+          "a SuperSlab region %s on route %u",
+          hak_superslab_region_exists() ? "exists" : "is missing", hak_harden.route);
     uintptr_t base = hak_superslab_region.base;
     size_t used = hak_superslab_region.used;
     for (size_t offset = 0; offset < used; offset += HAK_SUPERSLAB_SIZE) {
@@ -184,6 +184,17 @@ static void test_superslab_region(void)
     }
     CHECK(!used || !hak_superslab_region_holds((const char *)base + used),
           "the region holds the address past its last SuperSlab");
+    /* What a free reads when it reads the base before another thread set
+     * it and used after that thread grew it: no pointer is held, NULL and
+     * the first SuperSlab's blocks included. */
+    hak_superslab_region.base = HAK_REGION_UNSET;
+    static const uintptr_t probes[] = {0, 16, 4096, (uintptr_t)1 << 47, UINTPTR_MAX};
+    for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++)
+        CHECK(!hak_superslab_region_holds((const void *)probes[i]),
+              "with the base unset, the region holds %#lx", (unsigned long)probes[i]);
+    CHECK(!used || !hak_superslab_region_holds((const char *)base),
+          "with the base unset, the region holds its first SuperSlab");
+    hak_superslab_region.base = base;
 }
 
 /* The slab of ptr's page in a fast-route chunk, whose entry is positive,

@@ -456,7 +456,7 @@ int main(int argc, char **argv)
     bool limited = getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur != RLIM_INFINITY;
     test_large_cache();
     test_shared_pool();
-    bool region = hak_superslab_region.base != 0;
+    bool region = hak_superslab_region_exists();
     CHECK(!limited || !region, "a SuperSlab region reserved under an address-space limit");
     test_spare_superslabs(region);
     test_growth_releases_stale_spans();

@@ -237,7 +237,7 @@ static void *remote_free_share(void *arg)
             hak_slab_remote_free(slab, block);
             continue;
         }
-        hak_link_set(block, head);
+        hak_link_set_or_end(block, head);
         head = block;
         if (!tail)
             tail = block;
