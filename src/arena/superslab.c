@@ -81,7 +81,8 @@ static struct hak_superslab *create_in_region(unsigned node)
             ss = NULL;
         } else {
             /* After the head and the page map's entries, which a thread
-             * that reads the new used finds set, and after base. */
+             * that reads the new used finds set, and after base, which it
+             * may still read unset on x86-64 (superslab.h). */
             atomic_store_explicit(&hak_superslab_region.used, used + HAK_SUPERSLAB_SIZE,
                                   memory_order_release);
         }

@@ -18,12 +18,14 @@
  * all of them under an address-space limit or on another route, are mapped
  * one by one.
  *
- * free reads base without an atomic load, and used after it (a plain load
- * on x86-64, which acquires), so that the compiler folds each into the
- * subtract and the compare.  base is HAK_REGION_UNSET until it is set,
- * once, before used first grows: a thread that reads it unset, whatever
- * used it reads then, finds every pointer's offset past used, as it does
- * while used is 0.  A stale used is smaller, and only sends a block of a
+ * base is HAK_REGION_UNSET until it is set, once, before used first grows.
+ * On x86-64 free reads base without an atomic load and used after it (a
+ * plain load there, which acquires), so that the compiler folds each into
+ * the subtract and the compare: a thread that reads base unset, whatever
+ * used it reads then, finds every user-space pointer's offset past used,
+ * as it does while used is 0.  Elsewhere free reads used first, with
+ * acquire, and base after it: a used above 0 comes with the base set
+ * before it.  A stale used is smaller, and only sends a block of a
  * SuperSlab this thread has not heard of through the page map, where
  * setup() registered it before used grew. */
 struct hak_superslab_region {
@@ -33,8 +35,9 @@ struct hak_superslab_region {
 extern struct hak_superslab_region hak_superslab_region HAK_SHARED;
 
 /* The base of no region: above every user-space address, so that any
- * pointer minus it is above every used. */
+ * user-space pointer minus it is above every used. */
 #define HAK_REGION_UNSET ((uintptr_t)1 << 63)
+_Static_assert(sizeof(uintptr_t) == 8, "the region's unset base is 2^63");
 
 static inline bool hak_superslab_region_exists(void)
 {

@@ -165,7 +165,7 @@ static void test_superslab_region(void)
               hak_superslab_region_holds(block) ? "lies" : "does not lie");
         free(block);
     }
-    CHECK((hak_superslab_region_exists()) == (hak_harden.route == HAK_ROUTE_FAST),
+    CHECK(hak_superslab_region_exists() == (hak_harden.route == HAK_ROUTE_FAST),
           "a SuperSlab region %s on route %u",
           hak_superslab_region_exists() ? "exists" : "is missing", hak_harden.route);
     uintptr_t base = hak_superslab_region.base;
