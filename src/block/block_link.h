@@ -43,13 +43,7 @@ static inline void hak_link_set(void *block, const void *next)
     *(uintptr_t *)block = (uintptr_t)next ^ hak_link_keys.link;
 }
 
-/* A list, a block or NULL for none, as a link or a cache's head takes it. */
-static inline void *hak_list_or_end(const void *list)
-{
-    return list ? (void *)list : HAK_LIST_END;
-}
-
-/* The other way: a link or a cache's head as a list, NULL for none. */
+/* A link or a cache's head as a list: the block, or NULL for none. */
 static inline void *hak_list_or_null(const void *list)
 {
     return list == HAK_LIST_END ? NULL : (void *)list;
@@ -59,7 +53,7 @@ static inline void *hak_list_or_null(const void *list)
  * empty). */
 static inline void hak_link_set_or_end(void *block, const void *next)
 {
-    hak_link_set(block, hak_list_or_end(next));
+    hak_link_set(block, next ? next : HAK_LIST_END);
 }
 
 /* Level 0 only, where the key is 0. */
@@ -83,13 +77,20 @@ static inline bool hak_link_corrupted(uintptr_t next)
  * and needs no stack frame of its own for the call. */
 void *hak_fatal_corrupted_link(const void *block) __attribute__((cold));
 
-/* The next block, or NULL after the last. */
-static inline void *hak_link_get(const void *block)
+/* The next block, or HAK_LIST_END after the last: what a cache's head
+ * takes. */
+static inline void *hak_link_next(const void *block)
 {
     uintptr_t next = hak_link_decode(block);
     if (HAK_UNLIKELY(hak_link_corrupted(next)))
         hak_fatal_corrupted_link(block);
-    return hak_list_or_null((void *)next);
+    return (void *)next;
+}
+
+/* The next block, or NULL after the last. */
+static inline void *hak_link_get(const void *block)
+{
+    return hak_list_or_null(hak_link_next(block));
 }
 
 static inline bool hak_block_tagged_free(const void *block)

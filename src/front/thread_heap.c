@@ -838,7 +838,7 @@ static void *refill(struct hak_heap *heap, size_t size, unsigned cls)
         errno = ENOMEM;
         return NULL;
     }
-    heap->thread->head[cls] = hak_list_or_end(hak_link_get(block));
+    heap->thread->head[cls] = hak_link_next(block);
     heap->thread->room[cls] -= taken - 1;
     heap->thread->allocs[cls]++;
     hak_block_untag(block);
