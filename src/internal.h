@@ -209,6 +209,7 @@ struct hak_superslab {
     struct hak_slab *page_slab[HAK_SUPERSLAB_PAGES];
     uint32_t free_slabs; /* bit i: slab i is free */
     uint32_t used_slabs;
+    uint64_t emptied_ms; /* when its last slab in use came back, as a spare */
     /* The class of every page's slab, where free finds it from a block's
      * address alone (hak_superslab_page_class); set with the slab's by
      * hak_slab_assign.  By page, not by slab: free has the page's number

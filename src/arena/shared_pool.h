@@ -9,9 +9,13 @@
  * ENOMEM. */
 struct hak_slab *hak_shared_pool_take(unsigned node);
 /* An empty slab goes back to its SuperSlab; a SuperSlab that empties stays
- * mapped as one of the node's few spares, for HAKMEM_DECAY_MS at most;
- * then it is unmapped, or in the SuperSlab region decommitted (superslab.h). */
+ * as it is, a spare, until it has been free for HAKMEM_DECAY_MS (outside
+ * the SuperSlab region, a few at most); then it is unmapped, or in the
+ * region its pages go back (superslab.h).  The spares' ages are looked at
+ * here and by hak_shared_pool_release_aged. */
 void hak_shared_pool_give(struct hak_slab *slab);
+/* The spares of node free for HAKMEM_DECAY_MS leave, as above. */
+void hak_shared_pool_release_aged(unsigned node);
 /* malloc_trim: unmaps node's spare SuperSlabs (decommits those in the
  * region) and decommits the pages its free slabs ever handed out; returns
  * the bytes unmapped or decommitted. */

@@ -472,7 +472,9 @@ static void shrink_idle(struct hak_heap *heap, unsigned cls)
  * of them past two decay periods.  Mid and L25 caches (36 MiB of growth
  * per thread, their first sizes besides) kept their blocks as long as the
  * thread lived.  The spans their blocks emptied then age in the node's
- * HotSpanBox, which this look ages too: only puts and takes of spans did.
+ * HotSpanBox, which this look ages too: only puts and takes of spans did;
+ * so are the node's spare SuperSlabs, which a program that stopped
+ * freeing small blocks would otherwise keep.
  * It also gives back the SuperSlab region's unused reservation where a
  * limit the program set since keeps the process over it (os.h).
  * A thread that stops allocating altogether keeps its caches until it
@@ -496,6 +498,7 @@ static void look_for_idle(struct hak_heap *heap, unsigned keep)
         heap->idle_allocs[cls] = allocs;
     }
     hak_hot_span_release_aged(heap->node);
+    hak_shared_pool_release_aged(heap->node);
     hak_os_release_reservation_over_limit();
 }
 

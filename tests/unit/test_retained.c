@@ -2,10 +2,11 @@
  * cache unmaps every mapping it keeps, and counts them while it keeps them;
  * the shared pool decommits the pages its free slabs used (they read as
  * zeros, and count as fresh again), leaves slabs in use alone, and has
- * nothing more to give a second time; SuperSlabs that empty stay mapped, a
- * few of them, for the next slabs, and the others are unmapped, or in the
- * SuperSlab region stay mapped with their pages given back, for the slabs
- * after.  The test runs again under an address-space limit, where there is
+ * nothing more to give a second time; SuperSlabs that empty stay as they
+ * were, for the next slabs, until they have been free for the decay time
+ * (outside the SuperSlab region, a few of them: the others are unmapped);
+ * in the region they then stay mapped with their pages given back, for the
+ * slabs after the spares'.  The test runs again under an address-space limit, where there is
  * no region.  The large-block gauges that mallinfo reads follow blocks out
  * and back.  A SuperSlab or large block mapped anew first lets go of the
  * HotSpanBox's stale spans. */
@@ -173,6 +174,31 @@ static bool chunks_decommitted(void)
     return true;
 }
 
+/* Spares leave once free for the decay time: those emptied before, as a
+ * SuperSlab empties, and the last at the next look for aged ones
+ * (hak_shared_pool_release_aged, which the heaps' idle look calls).  A
+ * slab comes from the newest spare before any retired SuperSlab. */
+static void test_spares_age(void)
+{
+    uint64_t decay_ms = hak_options.decay_ms;
+    hak_options.decay_ms = 0;
+    cycle_superslabs(2);
+    CHECK(hak_shared_pool_release(0) == SLABS_PER_SS * SLAB_TOUCHED * HAK_PAGE_SIZE,
+          "with no decay time, other than the last emptied SuperSlab stayed a spare");
+    cycle_superslabs(2);
+    hak_shared_pool_release_aged(0);
+    CHECK(chunks_decommitted(), "an aged spare kept its pages after the look for aged ones");
+    CHECK(hak_shared_pool_release(0) == 0, "spares left after the look for aged ones");
+    hak_options.decay_ms = 60 * 1000;
+    cycle_superslabs(1);
+    const void *spare = chunks[0];
+    struct hak_slab *slab = take_slab();
+    CHECK(slab->chunk == spare, "a slab came from a retired SuperSlab while a spare was kept");
+    hak_shared_pool_give(slab);
+    hak_shared_pool_release(0);
+    hak_options.decay_ms = decay_ms;
+}
+
 static void test_spare_superslabs(bool region)
 {
     hak_shared_pool_release(0);
@@ -190,25 +216,28 @@ static void test_spare_superslabs(bool region)
     size_t spare_bytes =
         SPARES_KEPT * (region ? SLABS_PER_SS * SLAB_TOUCHED * HAK_PAGE_SIZE : HAK_SUPERSLAB_SIZE);
     if (region) {
-        /* The two past the spares gave their pages back as they left, the
-         * spares at the release; the next slabs come from all six before
-         * any SuperSlab is made. */
+        /* In the region every SuperSlab that empties stays as it was until
+         * it has been free for the decay time, however many there are; the
+         * release gives back all their pages, and the next slabs come from
+         * them before any SuperSlab is made. */
+        size_t all_bytes = (SPARES_KEPT + 2) * SLABS_PER_SS * SLAB_TOUCHED * HAK_PAGE_SIZE;
         CHECK(chunk_count == SPARES_KEPT + 2 && mapped_chunks() == chunk_count,
               "%u of %u emptied SuperSlabs in the region stay mapped", mapped_chunks(),
               chunk_count);
         created = counter(HAK_STAT_SUPERSLABS);
         size_t released = hak_shared_pool_release(0);
-        CHECK(released == spare_bytes, "malloc_trim's release gave back %zu bytes, not %zu",
-              released, spare_bytes);
+        CHECK(released == all_bytes, "malloc_trim's release gave back %zu bytes, not %zu", released,
+              all_bytes);
         CHECK(chunks_decommitted(), "a retired SuperSlab's slabs still hold their pages");
         cycle_superslabs(SPARES_KEPT + 2);
         CHECK(counter(HAK_STAT_SUPERSLABS) == created,
               "%llu SuperSlabs made while retired ones had free slabs",
               (unsigned long long)(counter(HAK_STAT_SUPERSLABS) - created));
-        CHECK(hak_shared_pool_release(0) == spare_bytes,
+        CHECK(hak_shared_pool_release(0) == all_bytes,
               "malloc_trim's second release gave back other than the spares' pages");
         CHECK(chunks_decommitted(), "the second cycle's slabs still hold their pages");
         CHECK(mapped_chunks() == chunk_count, "a SuperSlab in the region was unmapped");
+        test_spares_age();
     } else {
         CHECK(chunk_count == SPARES_KEPT + 2 && mapped_chunks() == SPARES_KEPT,
               "%u of %u emptied SuperSlabs stay mapped, not %u", mapped_chunks(), chunk_count,
