@@ -5,22 +5,29 @@
  * max=64 is the all-remote shape of xmalloc-test: one class, so whole slabs
  * fill on one side and drain on the other.  ops = blocks of all pairs.
  *
- * Batches travel through a small single-producer/single-consumer ring so the
- * handoff costs two atomic operations per batch, not per block, and the
- * allocator dominates the time.
+ * Batches travel through a single-producer/single-consumer ring of depth
+ * batches (8 by default) so the handoff costs two atomic operations per
+ * batch, not per block, and the allocator dominates the time.  A deep ring
+ * lets the blocks in flight swing by many MiB as the producer runs ahead
+ * and the consumer catches up (xmalloc-test queues up to 100 batches):
+ * whole SuperSlabs empty and fill again, which a shallow one never shows.
+ * swing=1 makes the swing whole each time: the producer, finding the ring
+ * full, waits until it is empty, and the consumer, finding it empty, until
+ * it is full (xmalloc-test's four threads on two CPUs go much this way).
  */
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 
 #include "bench_util.h"
 
-enum { RING_BATCHES = 8 };
-
 struct batch_ring {
     pthread_t producer;
     pthread_t consumer;
-    unsigned char **blocks[RING_BATCHES];
+    unsigned char ***blocks; /* depth batches */
+    long depth;
+    bool swing;
     size_t batch_size;
     long rounds;
     uint32_t min;
@@ -36,9 +43,13 @@ static void *produce(void *arg)
     uint32_t state = ring->seed;
 
     for (long round = 0; round < ring->rounds; round++) {
-        while (round - atomic_load_explicit(&ring->consumed, memory_order_acquire) >= RING_BATCHES)
-            sched_yield();
-        unsigned char **blocks = ring->blocks[round % RING_BATCHES];
+        if (round - atomic_load_explicit(&ring->consumed, memory_order_acquire) >= ring->depth) {
+            /* Full: with swing, until the consumer has emptied it. */
+            long until = ring->swing ? round : round - ring->depth + 1;
+            while (atomic_load_explicit(&ring->consumed, memory_order_acquire) < until)
+                sched_yield();
+        }
+        unsigned char **blocks = ring->blocks[round % ring->depth];
         for (size_t i = 0; i < ring->batch_size; i++) {
             uint32_t r = bench_xorshift32(&state);
             blocks[i] = bench_xmalloc(ring->min + r % ring->span);
@@ -54,9 +65,15 @@ static void *consume(void *arg)
     struct batch_ring *ring = arg;
 
     for (long round = 0; round < ring->rounds; round++) {
-        while (atomic_load_explicit(&ring->produced, memory_order_acquire) <= round)
-            sched_yield();
-        unsigned char **blocks = ring->blocks[round % RING_BATCHES];
+        if (atomic_load_explicit(&ring->produced, memory_order_acquire) <= round) {
+            /* Empty: with swing, until the producer has filled it. */
+            long until = ring->swing ? round + ring->depth : round + 1;
+            if (until > ring->rounds)
+                until = ring->rounds;
+            while (atomic_load_explicit(&ring->produced, memory_order_acquire) < until)
+                sched_yield();
+        }
+        unsigned char **blocks = ring->blocks[round % ring->depth];
         for (size_t i = 0; i < ring->batch_size; i++)
             free(blocks[i]);
         atomic_store_explicit(&ring->consumed, round + 1, memory_order_release);
@@ -67,8 +84,8 @@ static void *consume(void *arg)
 int main(int argc, char **argv)
 {
     struct bench_param params[] = {
-        {"rounds", 1500, 1}, {"batch", 1024, 1}, {"seed", 1234567, 1},
-        {"min", 16, 1},      {"max", 1040, 1},   {"pairs", 1, 1},
+        {"rounds", 1500, 1}, {"batch", 1024, 1}, {"seed", 1234567, 1}, {"min", 16, 1},
+        {"max", 1040, 1},    {"pairs", 1, 1},    {"depth", 8, 1},      {"swing", 0, 0},
     };
     size_t count = sizeof(params) / sizeof(params[0]);
 
@@ -77,6 +94,7 @@ int main(int argc, char **argv)
     uint32_t min = (uint32_t)params[3].value;
     uint32_t max = (uint32_t)params[4].value;
     long pairs = params[5].value;
+    long depth = params[6].value;
     if (seed == 0) {
         fprintf(stderr, "%s: seed must not be 0 modulo 2^32\n", argv[0]);
         return 2;
@@ -101,7 +119,10 @@ int main(int argc, char **argv)
         ring->min = min;
         ring->span = max - min + 1;
         ring->seed = pair_seed != 0 ? pair_seed : 1;
-        for (int i = 0; i < RING_BATCHES; i++)
+        ring->depth = depth;
+        ring->swing = params[7].value != 0;
+        ring->blocks = bench_xcalloc((size_t)depth, sizeof(*ring->blocks));
+        for (long i = 0; i < depth; i++)
             ring->blocks[i] = bench_xcalloc(ring->batch_size, sizeof(*ring->blocks[i]));
     }
 
@@ -119,9 +140,11 @@ int main(int argc, char **argv)
     }
     double seconds = bench_now() - start;
 
-    for (long p = 0; p < pairs; p++)
-        for (int i = 0; i < RING_BATCHES; i++)
+    for (long p = 0; p < pairs; p++) {
+        for (long i = 0; i < depth; i++)
             free(rings[p].blocks[i]);
+        free(rings[p].blocks);
+    }
     free(rings);
     double ops = (double)pairs * (double)params[0].value * (double)params[1].value;
     bench_report("xthread", ops, seconds, params, count);

@@ -9,9 +9,9 @@
  * up to used bytes: then free knows a SuperSlab's block by subtracting and
  * comparing, with no load that waits on the pointer, where the page map
  * takes two loads and five tests.  A SuperSlab there is never unmapped:
- * when it leaves the spares (past its decay, crowded out, or at
- * malloc_trim) its slabs' pages go back to the kernel and it waits for
- * reuse (shared_pool.c), so that every address below used keeps a
+ * when it leaves the spares (past its decay, or at malloc_trim)
+ * its slabs' pages go back to the kernel and it waits for reuse
+ * (shared_pool.c), so that every address below used keeps a
  * SuperSlab's header.  The region is reserved as big as the machine's
  * memory (hak_os_reserve, which gives its unused part back under a limit
  * the program sets below what the process has); SuperSlabs beyond it, and
