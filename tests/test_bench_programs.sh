@@ -62,6 +62,11 @@ check_line xthread 30 rounds=3 batch=10
 check_line xthread 120 rounds=3 batch=10 pairs=4 min=64 max=64
 [ "$(field pairs "$line")" = 4 ] && [ "$(field min "$line")" = 64 ] ||
     fail "xthread: pairs or min not taken: $line"
+# A deep ring filled and emptied whole in turn, its rounds not a multiple of
+# the depth: every block of every round still counts, and it ends.
+check_line xthread 140 rounds=7 batch=10 pairs=2 depth=3 swing=1
+[ "$(field depth "$line")" = 3 ] && [ "$(field swing "$line")" = 1 ] ||
+    fail "xthread: depth or swing not taken: $line"
 # Generations of threads: ops = threads * generations * rounds * slots.
 check_line larson 600 threads=3 generations=4 rounds=5 slots=10
 # Every record created counts: rounds * (records + records / 3) per thread.
