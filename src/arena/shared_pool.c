@@ -1,5 +1,7 @@
 #include "shared_pool.h"
 
+#include <limits.h>
+
 #include "../fork_locks.h"
 #include "../options.h"
 #include "../os.h"
@@ -80,11 +82,20 @@ static void leave_spares(struct shared_pool *pool, struct hak_superslab *ss,
     *leaving = ss;
 }
 
-/* Under the pool's lock: the spares free for the decay time leave. */
-static void leave_aged(struct shared_pool *pool, uint64_t now, struct hak_superslab **leaving)
+/* Spares a free that empties a SuperSlab retires at most, oldest first:
+ * each takes up to a madvise per slab, and a burst of them aged together
+ * would stall that one free (the old cap of four spares bounded it too).
+ * The others leave at the next such free or at the heaps' idle look. */
+#define MAX_RETIRED_BY_FREE 4
+
+/* Under the pool's lock: up to max of the spares free for the decay time
+ * leave. */
+static void leave_aged(struct shared_pool *pool, uint64_t now, unsigned max,
+                       struct hak_superslab **leaving)
 {
-    while (pool->spares.last &&
-           hak_os_aged(now, pool->spares.last->emptied_ms, hak_options.decay_ms))
+    for (unsigned left = 0; left < max && pool->spares.last &&
+                            hak_os_aged(now, pool->spares.last->emptied_ms, hak_options.decay_ms);
+         left++)
         leave_spares(pool, pool->spares.last, leaving);
 }
 
@@ -207,7 +218,7 @@ void hak_shared_pool_give(struct hak_slab *slab)
     if (ss->used_slabs == 0) {
         uint64_t now = hak_os_now_ms();
         list_remove(&pool->with_free, ss);
-        leave_aged(pool, now, &leaving);
+        leave_aged(pool, now, MAX_RETIRED_BY_FREE, &leaving);
         keep_spare(pool, ss, now, &leaving);
     }
     pthread_mutex_unlock(lock_of(pool));
@@ -219,7 +230,7 @@ void hak_shared_pool_release_aged(unsigned node)
     struct shared_pool *pool = &pools[node];
     struct hak_superslab *leaving = NULL;
     pthread_mutex_lock(lock_of(pool));
-    leave_aged(pool, hak_os_now_ms(), &leaving);
+    leave_aged(pool, hak_os_now_ms(), UINT_MAX, &leaving);
     pthread_mutex_unlock(lock_of(pool));
     retire(pool, leaving);
 }

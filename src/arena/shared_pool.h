@@ -9,12 +9,14 @@
  * ENOMEM. */
 struct hak_slab *hak_shared_pool_take(unsigned node);
 /* An empty slab goes back to its SuperSlab; a SuperSlab that empties stays
- * as it is, a spare, until it has been free for HAKMEM_DECAY_MS (outside
- * the SuperSlab region, a few at most); then it is unmapped, or in the
- * region its pages go back (superslab.h).  The spares' ages are looked at
- * here and by hak_shared_pool_release_aged. */
+ * as it is, a spare (outside the SuperSlab region, one of four at most),
+ * and leaves once it has been free for HAKMEM_DECAY_MS: it is unmapped, or
+ * in the region its pages go back (superslab.h).  Ages are looked at when
+ * a SuperSlab empties and by hak_shared_pool_release_aged, so a program
+ * that stops allocating altogether keeps its spares until malloc_trim, as
+ * it keeps its threads' caches. */
 void hak_shared_pool_give(struct hak_slab *slab);
-/* The spares of node free for HAKMEM_DECAY_MS leave, as above. */
+/* Every spare of node free for HAKMEM_DECAY_MS leaves, as above. */
 void hak_shared_pool_release_aged(unsigned node);
 /* malloc_trim: unmaps node's spare SuperSlabs (decommits those in the
  * region) and decommits the pages its free slabs ever handed out; returns

@@ -175,27 +175,43 @@ static bool chunks_decommitted(void)
 }
 
 /* Spares leave once free for the decay time: those emptied before, as a
- * SuperSlab empties, and the last at the next look for aged ones
- * (hak_shared_pool_release_aged, which the heaps' idle look calls).  A
- * slab comes from the newest spare before any retired SuperSlab. */
-static void test_spares_age(void)
+ * SuperSlab empties (four at most there), and the rest at the next look
+ * for aged ones (hak_shared_pool_release_aged, which the heaps' idle look
+ * calls).  A slab comes from the newest spare, its pages as they were left,
+ * before any retired SuperSlab.  region: whether there is one, where a
+ * spare that leaves keeps its mapping but not its pages. */
+static void test_spares_age(bool region)
 {
+    size_t spare_bytes = region ? SLABS_PER_SS * SLAB_TOUCHED * HAK_PAGE_SIZE : HAK_SUPERSLAB_SIZE;
     uint64_t decay_ms = hak_options.decay_ms;
     hak_options.decay_ms = 0;
     cycle_superslabs(2);
-    CHECK(hak_shared_pool_release(0) == SLABS_PER_SS * SLAB_TOUCHED * HAK_PAGE_SIZE,
+    CHECK(hak_shared_pool_release(0) == spare_bytes,
           "with no decay time, other than the last emptied SuperSlab stayed a spare");
     cycle_superslabs(2);
     hak_shared_pool_release_aged(0);
-    CHECK(chunks_decommitted(), "an aged spare kept its pages after the look for aged ones");
+    if (region)
+        CHECK(chunks_decommitted(), "an aged spare kept its pages after the look for aged ones");
+    else
+        CHECK(mapped_chunks() == 0, "an aged spare stayed mapped after the look for aged ones");
     CHECK(hak_shared_pool_release(0) == 0, "spares left after the look for aged ones");
+
     hak_options.decay_ms = 60 * 1000;
-    cycle_superslabs(1);
-    const void *spare = chunks[0];
+    cycle_superslabs(2);
     struct hak_slab *slab = take_slab();
-    CHECK(slab->chunk == spare, "a slab came from a retired SuperSlab while a spare was kept");
+    CHECK(slab->chunk == chunks[1], "a slab came from other than the spare emptied last");
+    CHECK(nonzero_offset(slab->start, SLAB_TOUCHED * HAK_PAGE_SIZE) != PATTERN_INTACT,
+          "a slab taken while spares were kept had lost its pages");
     hak_shared_pool_give(slab);
     hak_shared_pool_release(0);
+
+    if (region) {
+        cycle_superslabs(SPARES_KEPT + 2);
+        hak_options.decay_ms = 0;
+        cycle_superslabs(1); /* the newest spare's slabs, then it empties again */
+        CHECK(hak_shared_pool_release(0) == 2 * spare_bytes,
+              "a SuperSlab that emptied retired other than four of the five aged spares");
+    }
     hak_options.decay_ms = decay_ms;
 }
 
@@ -237,7 +253,6 @@ static void test_spare_superslabs(bool region)
               "malloc_trim's second release gave back other than the spares' pages");
         CHECK(chunks_decommitted(), "the second cycle's slabs still hold their pages");
         CHECK(mapped_chunks() == chunk_count, "a SuperSlab in the region was unmapped");
-        test_spares_age();
     } else {
         CHECK(chunk_count == SPARES_KEPT + 2 && mapped_chunks() == SPARES_KEPT,
               "%u of %u emptied SuperSlabs stay mapped, not %u", mapped_chunks(), chunk_count,
@@ -488,6 +503,7 @@ int main(int argc, char **argv)
     bool region = hak_superslab_region_exists();
     CHECK(!limited || !region, "a SuperSlab region reserved under an address-space limit");
     test_spare_superslabs(region);
+    test_spares_age(region);
     test_growth_releases_stale_spans();
     test_hot_budget_grows();
     if (!region)
