@@ -13,9 +13,23 @@ static inline uintptr_t flag_of(uintptr_t word)
     return word & HAK_REMOTE_FLAGS;
 }
 
+#define REMOTE_LIST_BITS (((uintptr_t)1 << HAK_REMOTE_COUNT_SHIFT) - 1 - HAK_REMOTE_FLAGS)
+
 static inline void *list_of(uintptr_t word)
 {
-    return (void *)(word & ~(uintptr_t)HAK_REMOTE_FLAGS);
+    return (void *)(word & REMOTE_LIST_BITS);
+}
+
+static inline uint32_t count_of(uintptr_t word)
+{
+    return (uint32_t)(word >> HAK_REMOTE_COUNT_SHIFT);
+}
+
+/* word with head pushed: count more blocks in front of its list. */
+static inline uintptr_t pushed(uintptr_t word, void *head, uint32_t count)
+{
+    return (uintptr_t)head | flag_of(word) |
+           ((uintptr_t)(count_of(word) + count) << HAK_REMOTE_COUNT_SHIFT);
 }
 
 static struct hak_slab **page_entry(const struct hak_slab *slab, const char *addr)
@@ -174,12 +188,14 @@ uint32_t hak_slab_collect_remote(struct hak_slab *slab)
     void *list = list_of(word);
     if (!list)
         return 0;
-    uint32_t count = 1;
-    void *tail = list;
-    for (void *next; (next = hak_link_get(tail)); tail = next)
-        count++;
-    hak_link_set_or_end(tail, slab->free);
+    if (slab->free) {
+        void *tail = list;
+        for (void *next; (next = hak_link_get(tail)); tail = next)
+            ;
+        hak_link_set(tail, slab->free);
+    }
     slab->free = list;
+    uint32_t count = count_of(word);
     slab->used -= count;
     return count;
 }
@@ -257,8 +273,10 @@ static void queue_on_owner(struct hak_slab *slab)
                                                     memory_order_release, memory_order_relaxed));
 }
 
-void hak_slab_remote_free_chain(struct hak_slab *slab, void *head, void *tail)
+void hak_slab_remote_free_chain(struct hak_slab *slab, void *head, void *tail, uint32_t count)
 {
+    if (HAK_UNLIKELY((uintptr_t)head & ~REMOTE_LIST_BITS))
+        hak_fatal("remote free of a block above 2^48", head);
     uintptr_t word = atomic_load_explicit(&slab->remote, memory_order_relaxed);
     for (;;) {
         uintptr_t flag = flag_of(word);
@@ -280,12 +298,12 @@ void hak_slab_remote_free_chain(struct hak_slab *slab, void *head, void *tail)
             do {
                 hak_link_set_or_end(tail, list_of(word));
             } while (!atomic_compare_exchange_weak_explicit(
-                &slab->remote, &word, (uintptr_t)head | HAK_REMOTE_NORMAL, memory_order_release,
-                memory_order_relaxed));
+                &slab->remote, &word, pushed(word & ~(uintptr_t)HAK_REMOTE_FLAGS, head, count),
+                memory_order_release, memory_order_relaxed));
             return;
         }
         hak_link_set_or_end(tail, list_of(word));
-        if (atomic_compare_exchange_weak_explicit(&slab->remote, &word, (uintptr_t)head | flag,
+        if (atomic_compare_exchange_weak_explicit(&slab->remote, &word, pushed(word, head, count),
                                                   memory_order_release, memory_order_relaxed))
             return;
     }

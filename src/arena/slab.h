@@ -37,13 +37,14 @@ void hak_slab_disown(struct hak_slab *slab);
 /* A new owner takes an abandoned slab. */
 void hak_slab_adopt(struct hak_slab *slab, struct hak_heap *owner);
 
-/* Pushes blocks freed by a thread that does not own the slab: a chain
- * linked through first words from head to tail, or a single block. */
-void hak_slab_remote_free_chain(struct hak_slab *slab, void *head, void *tail);
+/* Pushes blocks freed by a thread that does not own the slab: a chain of
+ * count blocks linked through first words from head to tail, or a single
+ * block. */
+void hak_slab_remote_free_chain(struct hak_slab *slab, void *head, void *tail, uint32_t count);
 
 static inline void hak_slab_remote_free(struct hak_slab *slab, void *block)
 {
-    hak_slab_remote_free_chain(slab, block, block);
+    hak_slab_remote_free_chain(slab, block, block, 1);
 }
 
 /* An L25 slab is one block, its span exactly (size_class.c).  Its pages

@@ -945,7 +945,7 @@ static void flush_list(struct hak_heap *heap, void *list)
         if (atomic_load_explicit(&slab->owner, memory_order_relaxed) == heap) {
             return_run(heap, slab, list, tail, count);
         } else {
-            hak_slab_remote_free_chain(slab, list, tail);
+            hak_slab_remote_free_chain(slab, list, tail, count);
             heap->stats[slab->cls].remote_frees += count;
         }
         list = next;

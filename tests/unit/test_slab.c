@@ -242,13 +242,13 @@ static void *remote_free_share(void *arg)
         if (!tail)
             tail = block;
         if (++linked == job->chain) {
-            hak_slab_remote_free_chain(slab, head, tail);
+            hak_slab_remote_free_chain(slab, head, tail, linked);
             head = tail = NULL;
             linked = 0;
         }
     }
     if (head)
-        hak_slab_remote_free_chain(slab, head, tail);
+        hak_slab_remote_free_chain(slab, head, tail, linked);
     atomic_fetch_add(&remote_threads_done, 1);
     return NULL;
 }
@@ -397,6 +397,48 @@ static void test_notify_single_thread(void)
     test_slab_destroy(&b);
 }
 
+/* Remote blocks collected onto a slab whose own free list is not empty
+ * join it, every block once; the count comes from the remote word. */
+static void test_collect_onto_free_list(void)
+{
+    struct test_slab t;
+    full_slab(&t, &owner_heap, 2);
+    struct hak_slab *slab = &t.slab;
+    hak_link_set_or_end(block_at(&t, 0), NULL);
+    hak_link_set(block_at(&t, 1), block_at(&t, 0));
+    slab->free = block_at(&t, 1);
+    slab->used -= 2;
+    hak_link_set(block_at(&t, 2), block_at(&t, 3));
+    hak_link_set(block_at(&t, 3), block_at(&t, 4));
+    hak_slab_remote_free_chain(slab, block_at(&t, 2), block_at(&t, 4), 3);
+    hak_slab_remote_free(slab, block_at(&t, 5));
+    CHECK(hak_slab_collect_remote(slab) == 4, "collected other than the 4 remote blocks");
+    CHECK(slab->used == slab->capacity - 6, "used %u with 6 of %u blocks free", slab->used,
+          slab->capacity);
+    memset(t.seen, 0, slab->capacity);
+    unsigned popped = 0;
+    while (slab->free && popped <= 6) {
+        record_block(&t, pop_block(slab));
+        popped++;
+    }
+    unsigned once = 0;
+    for (uint32_t i = 0; i < 6; i++)
+        once += t.seen[i] == 1;
+    CHECK(popped == 6 && once == 6, "the free list held %u blocks, %u of the 6 freed once", popped,
+          once);
+    test_slab_destroy(&t);
+}
+
+/* The remote word counts a slab's blocks in its top bits: every class's
+ * slab or span has fewer than it can hold. */
+static void test_remote_count_fits(void)
+{
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
+        CHECK(hak_class_span_bytes[cls] / hak_class_size[cls] <= HAK_REMOTE_COUNT_MAX,
+              "class %u: %u blocks of a span, more than the remote count holds", cls,
+              hak_class_span_bytes[cls] / hak_class_size[cls]);
+}
+
 static void test_notify_disown_adopt(void)
 {
     struct test_slab t;
@@ -475,6 +517,8 @@ int main(void)
     unit_watchdog();
     test_carving();
     test_remote_frees();
+    test_collect_onto_free_list();
+    test_remote_count_fits();
     test_notify_single_thread();
     test_notify_disown_adopt();
     test_notify_concurrent();
