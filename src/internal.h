@@ -159,7 +159,7 @@ enum hak_remote_flag {
  * arm64 hand out no higher address unless asked); a slab has fewer blocks
  * than the count can hold. */
 #define HAK_REMOTE_COUNT_SHIFT 48
-#define HAK_REMOTE_COUNT_MAX 0xffffu
+#define HAK_REMOTE_COUNT_MAX ((1u << (64 - HAK_REMOTE_COUNT_SHIFT)) - 1)
 
 struct hak_heap;
 

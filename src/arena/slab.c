@@ -13,6 +13,9 @@ static inline uintptr_t flag_of(uintptr_t word)
     return word & HAK_REMOTE_FLAGS;
 }
 
+_Static_assert(HAK_SLAB_SIZE / 16 <= HAK_REMOTE_COUNT_MAX,
+               "a SuperSlab's slab of the smallest blocks fits the remote count");
+
 #define REMOTE_LIST_BITS (((uintptr_t)1 << HAK_REMOTE_COUNT_SHIFT) - 1 - HAK_REMOTE_FLAGS)
 
 static inline void *list_of(uintptr_t word)

@@ -319,7 +319,7 @@ static void test_remote_free_class(unsigned cls)
 
 static void test_remote_frees(void)
 {
-    test_remote_free_class(0);                 /* 8192 blocks of 8 B */
+    test_remote_free_class(0);                 /* 4096 blocks of 16 B */
     test_remote_free_class(3);                 /* 64 B */
     test_remote_free_class(HAK_FIRST_MID + 1); /* Mid: a span, not a slab */
 }
@@ -476,6 +476,16 @@ static void test_notify_disown_adopt(void)
     CHECK(atomic_load(&other_heap.delayed) == NULL && atomic_load(&owner_heap.delayed) == NULL,
           "remote free on an unarmed disowned slab queued it");
     CHECK(hak_slab_collect_remote(&t.slab) == 1, "block lost on a disowned slab");
+    pop_block(&t.slab);
+
+    /* Blocks still waiting when the slab is adopted: the flag changes under
+     * them, and they and their count stay for the new owner. */
+    uint32_t used = t.slab.used;
+    hak_slab_remote_free(&t.slab, block_at(&t, 10));
+    hak_slab_remote_free(&t.slab, block_at(&t, 11));
+    hak_slab_adopt(&t.slab, &owner_heap);
+    CHECK(hak_slab_collect_remote(&t.slab) == 2, "blocks waiting at the adoption were lost");
+    CHECK(t.slab.used == used - 2, "used %u after 2 of %u blocks came back", t.slab.used, used);
     test_slab_destroy(&t);
 }
 
