@@ -185,7 +185,8 @@ struct hak_slab {
      * (page telemetry); written only when it grows, on first touch. */
     uint32_t touched_pages;
     /* hak_class_divide_magic[cls], so that free tests that a pointer starts
-     * a block with no load of the class table (hak_slab_starts_block). */
+     * a block with no load of the class table (hak_slab_starts_block); 0,
+     * which divides no offset, while a SuperSlab's slab serves no blocks. */
     uint64_t divide_magic;
 
     /* Written by the owner only. */
@@ -392,6 +393,13 @@ struct hak_thread {
     void *head[HAK_NUM_CLASSES];
     uint32_t room[HAK_NUM_CLASSES];
     uint64_t allocs[HAK_NUM_CLASSES]; /* mallocs served, for stats */
+    /* The thread's node's part of the SuperSlab region and how much of it
+     * holds SuperSlabs, when last looked (arena/superslab.h): free tells
+     * the node's small blocks by these two, with no test of the node.
+     * HAK_REGION_UNSET and 0 without a heap, so that free takes the page
+     * map, which tells a heapless thread's frees apart. */
+    uintptr_t region_base;
+    size_t region_used;
     struct hak_heap *heap;
     uint32_t node;
     int32_t cpu;

@@ -151,11 +151,15 @@ static __attribute__((noipa, cold)) void refuse_foreign(const char *call, const 
 
 HAK_API void hak_free(void *ptr)
 {
-    uintptr_t region_offset;
-    if (HAK_LIKELY(hak_superslab_region_find(ptr, &region_offset))) {
+    struct hak_thread *self = hak_my_thread();
+    uintptr_t part_offset;
+    if (HAK_LIKELY(hak_heap_region_find(self, ptr, &part_offset))) {
         /* The page from the offset, which is at hand, where the address
-         * would take a copy first: the region's base is a SuperSlab's. */
-        free_superslab_block(ptr, (region_offset >> HAK_PAGE_SHIFT) % HAK_SUPERSLAB_PAGES);
+         * would take a copy first: the part's base is a SuperSlab's. */
+        size_t page = (part_offset >> HAK_PAGE_SHIFT) % HAK_SUPERSLAB_PAGES;
+        hak_heap_free_own_node(self, hak_superslab_page_slab(ptr, page),
+                               hak_superslab_page_class(ptr, page), ptr,
+                               hak_superslab_block_offset(ptr));
         return;
     }
     uintptr_t entry = hak_page_map_entry(ptr);

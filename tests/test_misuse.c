@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -103,6 +104,20 @@ static void double_free_pooled_small(void)
     }
     tell("addr", blocks[0]);
     free(fault_ptr(blocks[0]));
+}
+
+/* Level 1: a block whose slab malloc_trim sent back to the shared pool,
+ * freed again once its first bytes read zero, as they do after the pool
+ * gives the slab's pages back (or after a write to the freed block): no
+ * tag tells the second free, the pooled slab does. */
+static void double_free_trimmed_small(void)
+{
+    char *block = must_malloc(1000);
+    free(block);
+    malloc_trim(0);
+    memset(fault_ptr(block), 0, 16);
+    tell("addr", block);
+    free(fault_ptr(block));
 }
 
 /* realloc of a freed block: never resized in place (a freed large block
@@ -413,6 +428,8 @@ static void run_case(const char *name)
         double_free_merged_large();
     } else if (!strcmp(name, "double_free_pooled_small")) {
         double_free_pooled_small();
+    } else if (!strcmp(name, "double_free_trimmed_small")) {
+        double_free_trimmed_small();
     } else if (!strncmp(name, "double_free_after_another_", 26)) {
         double_free_after_another(strtoul(name + 26, NULL, 10));
     } else if (!strcmp(name, "links_plain")) {
@@ -474,6 +491,7 @@ static const struct misuse_case cases[] = {
     {"double_free_l25", "2", SIGABRT, "double free of", "class L6"},
     {"double_free_large", "2", SIGABRT, "double free of", "large block"},
     {"double_free_pooled_small", "2", SIGABRT, "double free of", "class C19"},
+    {"double_free_trimmed_small", "1", SIGABRT, "double free of", "class C19"},
     {"realloc_freed_large", "1", SIGABRT, "realloc of a freed block:", "large block"},
     {"realloc_freed_large", "2", SIGABRT, "realloc of a freed block:", "large block"},
     {"realloc_freed_small", "2", SIGABRT, "realloc of a freed block:", "class C2"},

@@ -208,8 +208,12 @@ void hak_shared_pool_give(struct hak_slab *slab)
     struct hak_superslab *leaving = NULL;
     atomic_store_explicit(&slab->owner, NULL, memory_order_relaxed);
     slab->free_node = HAK_NO_NODE;
+    /* A stray free into it now fails validation, first at the fast path's
+     * block-start test, which divides by no block size (the region's
+     * frees test no node, superslab.h). */
+    slab->divide_magic = 0;
     slab->state = HAK_STATE_POOL;
-    slab->end = slab->start; /* a stray free into it now fails validation */
+    slab->end = slab->start;
     pthread_mutex_lock(lock_of(pool));
     if (!ss->free_slabs)
         list_push(&pool->with_free, ss);

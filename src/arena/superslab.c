@@ -3,6 +3,7 @@
 #include "../fork_locks.h"
 #include "../harden.h"
 #include "../numa/binding.h"
+#include "../numa/node.h"
 #include "../os.h"
 #include "../stats.h"
 #include "page_map.h"
@@ -46,45 +47,51 @@ static bool setup(struct hak_superslab *ss, unsigned node)
 }
 
 /* The region's reservation, made at the first SuperSlab of the fast route
- * (under the lock), as big as the machine's memory: false where there is
- * none.  Not at start-up: a program that sets itself an address-space
- * limit before hakmem maps its first SuperSlab measures what it has
- * without the reservation, and gets no region (hak_os_reserve). */
+ * (under the lock), as big as the machine's memory, in a part per node the
+ * kernel had online at start-up: false where there is none.  Not at
+ * start-up: a program that sets itself an address-space limit before
+ * hakmem maps its first SuperSlab measures what it has without the
+ * reservation, and gets no region (hak_os_reserve). */
 static bool region_reserved(void)
 {
     static bool tried;
     if (!tried) {
         tried = true;
-        size_t size = hak_os_memory_bytes() & ~(HAK_SUPERSLAB_SIZE - 1);
-        void *base = size ? hak_os_reserve(size, HAK_SUPERSLAB_SIZE) : NULL;
-        if (base)
+        unsigned parts = hak_numa_node_bound();
+        size_t part_size = hak_os_memory_bytes() / parts & ~(HAK_SUPERSLAB_SIZE - 1);
+        void *base = part_size ? hak_os_reserve(part_size * parts, HAK_SUPERSLAB_SIZE) : NULL;
+        if (base) {
+            hak_superslab_region.part_size = part_size;
+            hak_superslab_region.parts = parts;
             hak_superslab_region.base = (uintptr_t)base;
+        }
     }
     return hak_superslab_region_exists();
 }
 
-/* A SuperSlab at the region's end, or NULL when the region is full, given
- * back, or not there. */
+/* A SuperSlab at the end of node's part of the region, or NULL when the
+ * part is full, given back, or not there. */
 static struct hak_superslab *create_in_region(unsigned node)
 {
     if (hak_harden.route != HAK_ROUTE_FAST)
         return NULL;
     struct hak_superslab *ss = NULL;
     hak_superslab_region_lock();
-    if (region_reserved()) {
-        size_t used = atomic_load_explicit(&hak_superslab_region.used, memory_order_relaxed);
-        ss = (struct hak_superslab *)(hak_superslab_region.base + used);
-        if (!hak_os_map_reserved(ss, HAK_SUPERSLAB_SIZE)) {
+    if (region_reserved() && node < hak_superslab_region.parts) {
+        _Atomic size_t *used_of_part = &hak_superslab_region.used[node];
+        size_t used = atomic_load_explicit(used_of_part, memory_order_relaxed);
+        if (used < hak_superslab_region.part_size)
+            ss = (struct hak_superslab *)(hak_superslab_region.base +
+                                          node * hak_superslab_region.part_size + used);
+        if (!ss || !hak_os_map_reserved(ss, HAK_SUPERSLAB_SIZE)) {
             ss = NULL;
         } else if (!setup(ss, node)) {
             hak_os_unmap_reserved(ss, HAK_SUPERSLAB_SIZE);
             ss = NULL;
         } else {
             /* After the head and the page map's entries, which a thread
-             * that reads the new used finds set, and after base, which it
-             * may still read unset on x86-64 (superslab.h). */
-            atomic_store_explicit(&hak_superslab_region.used, used + HAK_SUPERSLAB_SIZE,
-                                  memory_order_release);
+             * that reads the new used finds set (superslab.h). */
+            atomic_store_explicit(used_of_part, used + HAK_SUPERSLAB_SIZE, memory_order_release);
         }
     }
     hak_superslab_region_unlock();

@@ -5,32 +5,32 @@
 #include "../internal.h"
 
 /* Where the address space allows, the SuperSlabs of the level-1 fast
- * route lie side by side in one reserved range, the region, from its base
- * up to used bytes: then free knows a SuperSlab's block by subtracting and
- * comparing, with no load that waits on the pointer, where the page map
- * takes two loads and five tests.  A SuperSlab there is never unmapped:
- * when it leaves the spares (past its decay, or at malloc_trim)
- * its slabs' pages go back to the kernel and it waits for reuse
- * (shared_pool.c), so that every address below used keeps a
- * SuperSlab's header.  The region is reserved as big as the machine's
- * memory (hak_os_reserve, which gives its unused part back under a limit
- * the program sets below what the process has); SuperSlabs beyond it, and
- * all of them under an address-space limit or on another route, are mapped
- * one by one.
+ * route lie side by side in one reserved range, the region, cut into one
+ * part per node: node n's SuperSlabs lie from base + n * part_size up to
+ * used[n].  A thread keeps its node's part in TLS (struct hak_thread), and
+ * free knows a block of a SuperSlab of the thread's own node by subtracting
+ * and comparing, with no load that waits on the pointer, where the page map
+ * takes two loads and five tests, and with no test of the node: the part
+ * is the node's.  A SuperSlab there is never unmapped: when it leaves the
+ * spares (past its decay, or at malloc_trim) its slabs' pages go back to
+ * the kernel and it waits for reuse (shared_pool.c), so that every address
+ * below a part's used keeps a SuperSlab's header.  The region is reserved
+ * as big as the machine's memory (hak_os_reserve, which gives its unused
+ * part back under a limit the program sets below what the process has),
+ * in as many parts as the kernel had nodes online at start-up; SuperSlabs
+ * beyond a full part, those of a node past the parts, and all of them
+ * under an address-space limit or on another route, are mapped one by one.
  *
- * base is HAK_REGION_UNSET until it is set, once, before used first grows.
- * On x86-64 free reads base without an atomic load and used after it (a
- * plain load there, which acquires), so that the compiler folds each into
- * the subtract and the compare: a thread that reads base unset, whatever
- * used it reads then, finds every user-space pointer's offset past used,
- * as it does while used is 0.  Elsewhere free reads used first, with
- * acquire, and base after it: a used above 0 comes with the base set
- * before it.  A stale used is smaller, and only sends a block of a
- * SuperSlab this thread has not heard of through the page map, where
- * setup() registered it before used grew. */
+ * base, parts and part_size are set once, under the lock, before any used
+ * first grows; a used read with acquire above 0 comes with them set.  A
+ * thread's copy of its part's used may be stale, smaller: that only sends
+ * a block of a SuperSlab the thread has not heard of through the page map,
+ * where setup() registered it before used grew. */
 struct hak_superslab_region {
-    uintptr_t base;      /* set once, under the lock, before used first grows */
-    _Atomic size_t used; /* grows only, once a SuperSlab there is registered */
+    uintptr_t base;
+    size_t part_size;
+    unsigned parts;
+    _Atomic size_t used[HAK_MAX_NODES];
 } __attribute__((aligned(HAK_CACHE_LINE)));
 extern struct hak_superslab_region hak_superslab_region HAK_SHARED;
 
@@ -44,31 +44,30 @@ static inline bool hak_superslab_region_exists(void)
     return hak_superslab_region.base != HAK_REGION_UNSET;
 }
 
-/* Whether ptr lies in one of the region's SuperSlabs; *offset: ptr's
- * distance from the region's base, which free has at hand for the page's
- * number. */
-static inline bool hak_superslab_region_find(const void *ptr, uintptr_t *offset)
+/* Where node's part of the region starts, in *base, and how much of it
+ * holds SuperSlabs; HAK_REGION_UNSET and 0 while it holds none, and for a
+ * node past the parts (or no node). */
+static inline size_t hak_superslab_region_part(unsigned node, uintptr_t *base)
 {
-#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
-    /* Compared in memory, as GCC does not fold an atomic load into the
-     * compare (one instruction more in every free). */
-    bool below;
-    *offset = (uintptr_t)ptr - hak_superslab_region.base;
-    __asm__("{cmpq %2, %1|cmp %1, %2}"
-            : "=@ccb"(below)
-            : "r"(*offset), "m"(hak_superslab_region.used));
-    return below;
-#else
-    size_t used = atomic_load_explicit(&hak_superslab_region.used, memory_order_acquire);
-    *offset = (uintptr_t)ptr - hak_superslab_region.base;
-    return *offset < used;
-#endif
+    size_t used = node < HAK_MAX_NODES
+                      ? atomic_load_explicit(&hak_superslab_region.used[node], memory_order_acquire)
+                      : 0;
+    *base =
+        used ? hak_superslab_region.base + node * hak_superslab_region.part_size : HAK_REGION_UNSET;
+    return used;
 }
 
+/* Whether ptr lies in one of the region's SuperSlabs (slow paths). */
 static inline bool hak_superslab_region_holds(const void *ptr)
 {
-    uintptr_t offset;
-    return hak_superslab_region_find(ptr, &offset);
+    const struct hak_superslab_region *region = &hak_superslab_region;
+    if (!hak_superslab_region_exists() || !region->part_size)
+        return false;
+    uintptr_t offset = (uintptr_t)ptr - region->base;
+    size_t part = offset / region->part_size;
+    return part < region->parts &&
+           offset % region->part_size <
+               atomic_load_explicit(&region->used[part], memory_order_acquire);
 }
 
 /* Maps and registers a SuperSlab on node; NULL with errno ENOMEM. */

@@ -12,6 +12,7 @@
 #include "../arena/page_map.h"
 #include "../arena/shared_pool.h"
 #include "../arena/slab.h"
+#include "../arena/superslab.h"
 #include "../fault.h"
 #include "../fork_locks.h"
 #include "../harden.h"
@@ -31,6 +32,7 @@ __thread struct hak_thread hak_tls __attribute__((tls_model("initial-exec"))) = 
     .head = {[0 ... HAK_NUM_CLASSES - 1] = HAK_LIST_END},
     .heap = &hak_empty_heap,
     .node = HAK_HEAPLESS_NODE,
+    .region_base = HAK_REGION_UNSET,
     .cpu_word = &unwatched_cpu,
 };
 
@@ -75,6 +77,20 @@ static struct hak_slab *list_pop(struct hak_slab_list *list)
     if (slab)
         list_remove(list, slab);
     return slab;
+}
+
+/* Looks again at how much of the thread's node's part of the SuperSlab
+ * region holds SuperSlabs (struct hak_thread): when the thread may have
+ * come by a slab of a SuperSlab it has not heard of, or changed nodes. */
+static void see_region_part(struct hak_thread *thread)
+{
+    thread->region_used = hak_superslab_region_part(thread->node, &thread->region_base);
+}
+
+static void set_thread_node(struct hak_thread *thread, unsigned node)
+{
+    thread->node = node;
+    see_region_part(thread);
 }
 
 /* ---- getting slabs ---- */
@@ -125,8 +141,10 @@ static struct hak_slab *next_slab(struct hak_heap *heap, unsigned cls)
     } else {
         slab = fresh_slab(heap, cls);
     }
-    if (slab)
+    if (slab) {
         heap->stats[cls].slabs_in++;
+        see_region_part(heap->thread);
+    }
     return slab;
 }
 
@@ -624,7 +642,7 @@ static struct hak_heap *heap_create(void)
         pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
     }
     hak_tls.heap = heap;
-    hak_tls.node = heap->node;
+    set_thread_node(&hak_tls, heap->node);
     pthread_setspecific(exit_key, heap);
     hak_stat_add(HAK_STAT_THREADS, 1);
     return heap;
@@ -1258,7 +1276,7 @@ static void move_to_node(struct hak_heap *heap, unsigned node)
 {
     leave_all_slabs(heap);
     heap->node = node;
-    hak_tls.node = node;
+    set_thread_node(heap->thread, node);
 }
 
 void hak_heap_follow_thread_node(void)
@@ -1307,7 +1325,7 @@ void hak_heap_thread_exit(void *arg)
     }
     leave_all_slabs(heap);
     hak_tls.heap = &hak_empty_heap;
-    hak_tls.node = HAK_HEAPLESS_NODE;
+    set_thread_node(&hak_tls, HAK_HEAPLESS_NODE);
     heap_gone = true;
     pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
     unregister(heap);

@@ -228,6 +228,26 @@ static inline void hak_heap_free(struct hak_slab *slab, size_t cls, void *block,
     hak_heap_free_mine(self, hak_slab_starts_block(slab, offset), cls, block, slab);
 }
 
+/* Whether block lies in a SuperSlab of the thread's node's part of the
+ * region, as far as the thread has looked (struct hak_thread); *offset:
+ * block's distance from the part's base. */
+static inline bool hak_heap_region_find(const struct hak_thread *self, const void *block,
+                                        uintptr_t *offset)
+{
+    *offset = (uintptr_t)block - self->region_base;
+    return *offset < self->region_used;
+}
+
+/* hak_heap_free of a block hak_heap_region_find found, whose slab is of the
+ * thread's node: no test of the node.  A slab that serves no blocks fails
+ * the block-start test instead (its divide_magic is 0), and the slow path
+ * names the fault. */
+static inline void hak_heap_free_own_node(struct hak_thread *self, struct hak_slab *slab,
+                                          size_t cls, void *block, uint32_t offset)
+{
+    hak_heap_free_mine(self, hak_slab_starts_block(slab, offset), cls, block, slab);
+}
+
 /* The same for a block of an arena chunk, from its page's word
  * (hak_page_info), with no load of its slab: the slow paths look the slab
  * up, and so does the flush, which also refuses a block past those the

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "../fork_locks.h"
+#include "../internal.h"
 #include "../options.h"
 #include "../os.h"
 #include "../print.h"
@@ -43,6 +44,7 @@ enum discovery_state {
 };
 
 static _Atomic int discovery = DISCOVERY_UNNEEDED;
+static unsigned node_bound = 1;
 
 /* What HAKMEM_STATS=1 says of the topology: where it came from and why,
  * and the node of each CPU.  Written at start-up, and once by discovery
@@ -52,19 +54,27 @@ static struct hak_printer start_note = {.fd = -1};
 void hak_numa_init(void)
 {
     const char *why = NULL;
+    unsigned online = 1;
     if (!HAKMEM_HAVE_NUMA)
         why = "one node (built without NUMA support)";
     else if (hak_options.numa == HAK_NUMA_OFF)
         why = "one node (HAKMEM_NUMA=off)";
-    else if (hak_numa_online_nodes() <= 1)
+    else if ((online = hak_numa_online_nodes()) <= 1)
         why = "one node (the kernel has one online)";
-    else
+    else {
+        node_bound = online < HAK_MAX_NODES ? online : HAK_MAX_NODES;
         atomic_store_explicit(&discovery, DISCOVERY_PENDING, memory_order_relaxed);
+    }
     start_note.len = 0;
     hak_print_str(&start_note, "topology: ");
     hak_print_str(&start_note, why ? why : "not loaded (the process never needed it)");
     hak_print_str(&start_note, "\n");
     hak_stats_note_topology(&start_note);
+}
+
+unsigned hak_numa_node_bound(void)
+{
+    return node_bound;
 }
 
 #if HAKMEM_HAVE_NUMA

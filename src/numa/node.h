@@ -31,6 +31,12 @@ bool hak_numa_discovery_settled(void);
 
 /* 1 ... HAK_MAX_NODES; once above 1, it stays at its value. */
 unsigned hak_numa_node_count(void);
+/* From start-up on, what hak_numa_node_count will most likely be once
+ * discovery has run: the nodes the kernel had online (at most
+ * HAK_MAX_NODES) where discovery is pending, else 1.  For what must be
+ * laid out per node before discovery (the SuperSlab region's parts); a
+ * node found past it is served, only by slower paths. */
+unsigned hak_numa_node_bound(void);
 /* Held, the node count cannot change: fork holds it while it locks the
  * per-node state of the nodes in use, and only those. */
 void hak_numa_count_lock(void);

@@ -6,6 +6,8 @@
 
 #include "arena/page_map.h"
 #include "arena/superslab.h"
+#include "front/thread_heap.h"
+#include "numa/node.h"
 #include "harden.h"
 #include "unit.h"
 
@@ -138,19 +140,56 @@ static void test_addresses_never_mapped(void)
     CHECK(hak_page_map_lookup(&local) == NULL, "the stack maps to a chunk");
     CHECK(hak_page_map_lookup(&global) == NULL, "static data maps to a chunk");
     CHECK(hak_page_map_lookup(own) == NULL, "a foreign mapping maps to a chunk");
-    /* Nor does free's first test, the SuperSlab region's, take them. */
+    /* Nor does free's first test, the thread's part of the SuperSlab
+     * region's, take them, nor the region. */
     const void *foreign[] = {NULL, (void *)1, &local, &global, own, (void *)UINTPTR_MAX};
-    for (size_t i = 0; i < sizeof(foreign) / sizeof(foreign[0]); i++)
+    uintptr_t offset;
+    for (size_t i = 0; i < sizeof(foreign) / sizeof(foreign[0]); i++) {
         CHECK(!hak_superslab_region_holds(foreign[i]), "the region holds foreign address %p",
               foreign[i]);
+        CHECK(!hak_heap_region_find(&hak_tls, foreign[i], &offset),
+              "the thread's part of the region holds foreign address %p", foreign[i]);
+    }
     munmap(own, HAK_CHUNK_SIZE);
 }
 
-/* free takes a block at an address the region holds for a SuperSlab's:
- * where there is a region (the fast route, no address-space limit), every
- * small block is there, no Mid or larger one is; and every 2 MiB the
- * region holds starts a SuperSlab of the fast route, as the page map has
- * it, retired ones included. */
+/* Every 2 MiB below the used end of each part of the region starts a
+ * SuperSlab of the fast route and of the part's node, as the page map has
+ * it, retired ones included; the address past it is not held. */
+static void check_region_parts(void)
+{
+    const struct hak_superslab_region *region = &hak_superslab_region;
+    CHECK(region->parts >= 1 && region->parts <= HAK_MAX_NODES &&
+              region->parts <= hak_numa_node_bound() && region->part_size % HAK_SUPERSLAB_SIZE == 0,
+          "the region has %u parts of %zu bytes", region->parts, region->part_size);
+    for (unsigned part = 0; part < region->parts; part++) {
+        const char *base = (const char *)region->base + part * region->part_size;
+        size_t used = region->used[part];
+        CHECK(used <= region->part_size, "part %u uses %zu bytes of %zu", part, used,
+              region->part_size);
+        for (size_t offset = 0; offset < used; offset += HAK_SUPERSLAB_SIZE) {
+            struct hak_chunk_head *chunk = hak_page_map_lookup(base + offset);
+            if (!chunk || (const char *)chunk != base + offset ||
+                chunk->kind != HAK_CHUNK_SUPERSLAB || chunk->route != HAK_ROUTE_FAST ||
+                chunk->node != part) {
+                CHECK(false,
+                      "part %u of the region holds %p, which the page map does not give to "
+                      "a SuperSlab of the fast route and of node %u",
+                      part, (const void *)(base + offset), part);
+                break;
+            }
+        }
+        CHECK(!hak_superslab_region_holds(base + used),
+              "the region holds the address past part %u's last SuperSlab", part);
+    }
+}
+
+/* free takes a block at an address the thread's part of the region holds
+ * for a SuperSlab's of the thread's node: where there is a region (the
+ * fast route, no address-space limit), every small block is there, no Mid
+ * or larger one is.  A copy of the part's used that lags (a SuperSlab
+ * another thread of the node made since) sends the block through the page
+ * map, which frees it as well. */
 static void test_superslab_region(void)
 {
     static const size_t sizes[] = {8, 100, 1024, 1025, 5000, 200000, 1048576, 4 << 20};
@@ -160,39 +199,54 @@ static void test_superslab_region(void)
             hard_error("malloc(%zu) failed", sizes[i]);
         bool region = hak_superslab_region_exists();
         bool small = sizes[i] <= HAK_SMALL_MAX;
+        uintptr_t offset;
         CHECK(hak_superslab_region_holds(block) == (small && region),
               "malloc(%zu) = %p %s in the SuperSlab region", sizes[i], (void *)block,
               hak_superslab_region_holds(block) ? "lies" : "does not lie");
+        CHECK(hak_heap_region_find(&hak_tls, block, &offset) == (small && region),
+              "malloc(%zu) = %p %s in the thread's part of the region", sizes[i], (void *)block,
+              hak_heap_region_find(&hak_tls, block, &offset) ? "lies" : "does not lie");
         free(block);
     }
     CHECK(hak_superslab_region_exists() == (hak_harden.route == HAK_ROUTE_FAST),
           "a SuperSlab region %s on route %u",
           hak_superslab_region_exists() ? "exists" : "is missing", hak_harden.route);
-    uintptr_t base = hak_superslab_region.base;
-    size_t used = hak_superslab_region.used;
-    for (size_t offset = 0; offset < used; offset += HAK_SUPERSLAB_SIZE) {
-        const char *unit = (const char *)base + offset;
-        struct hak_chunk_head *chunk = hak_page_map_lookup(unit);
-        if (!chunk || (const char *)chunk != unit || chunk->kind != HAK_CHUNK_SUPERSLAB ||
-            chunk->route != HAK_ROUTE_FAST) {
-            CHECK(false,
-                  "the region holds %p, which the page map does not give to a SuperSlab "
-                  "of the fast route",
-                  (const void *)unit);
-            break;
-        }
+    if (!hak_superslab_region_exists()) {
+        CHECK(hak_tls.region_base == HAK_REGION_UNSET && hak_tls.region_used == 0,
+              "without a region the thread has a part of one");
+        return;
     }
-    CHECK(!used || !hak_superslab_region_holds((const char *)base + used),
-          "the region holds the address past its last SuperSlab");
-    /* What a free reads when it reads the base before another thread set
-     * it and used after that thread grew it: no pointer is held, NULL and
-     * the first SuperSlab's blocks included. */
+    check_region_parts();
+    uintptr_t part_base;
+    size_t used = hak_superslab_region_part(hak_tls.node, &part_base);
+    CHECK(hak_tls.region_base == part_base && hak_tls.region_used > 0 &&
+              hak_tls.region_used <= used,
+          "the thread's part of the region, %#lx + %zu, is not node %u's, %#lx + %zu",
+          (unsigned long)hak_tls.region_base, hak_tls.region_used, hak_tls.node,
+          (unsigned long)part_base, used);
+
+    /* A lagging copy: the block goes through the page map, back to the
+     * thread's cache, and the next malloc of its size has it again. */
+    size_t seen = hak_tls.region_used;
+    hak_tls.region_used = 0;
+    char *block = malloc(100);
+    uintptr_t freed = (uintptr_t)block;
+    free(block);
+    block = malloc(100);
+    CHECK((uintptr_t)block == freed, "a block freed through the page map did not reach the cache");
+    free(block);
+    hak_tls.region_used = seen;
+
+    /* What a slow path reads when it reads the base before another thread
+     * set it: no pointer is held, NULL and the first SuperSlab's blocks
+     * included. */
+    uintptr_t base = hak_superslab_region.base;
     hak_superslab_region.base = HAK_REGION_UNSET;
     static const uintptr_t probes[] = {0, 16, 4096, (uintptr_t)1 << 47, UINTPTR_MAX};
     for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++)
         CHECK(!hak_superslab_region_holds((const void *)probes[i]),
               "with the base unset, the region holds %#lx", (unsigned long)probes[i]);
-    CHECK(!used || !hak_superslab_region_holds((const char *)base),
+    CHECK(!hak_superslab_region_holds((const char *)base),
           "with the base unset, the region holds its first SuperSlab");
     hak_superslab_region.base = base;
 }
