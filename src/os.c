@@ -86,12 +86,15 @@ static void *map_aligned(size_t size, size_t align, int prot)
     return (void *)start;
 }
 
-/* The one reservation (hak_os_reserve), and how much of it, from its base,
+/* The one reservation (hak_os_reserve), in parts of part_size bytes, and
+ * of each part how much, from its start, is still reserved and how much
  * has been made memory.  Under hak_fork_locks.os_reservation. */
 static struct {
     char *base;
-    size_t size;
-    size_t mapped;
+    size_t part_size;
+    unsigned parts;
+    size_t reserved[HAK_MAX_NODES];
+    size_t mapped[HAK_MAX_NODES];
 } reservation;
 
 /* Whether the process's address space exceeds limit bytes.  A limit set
@@ -110,14 +113,21 @@ static bool over_address_space(uint64_t limit)
     return pages * HAK_PAGE_SIZE > limit;
 }
 
-/* Under the lock: over limit, the reservation's part never made memory
- * goes back; true if there was one. */
+/* Under the lock: over limit, what of each part was never made memory
+ * goes back; true if there was some. */
 static bool release_unused_locked(uint64_t limit)
 {
-    if (reservation.size == reservation.mapped || !over_address_space(limit))
+    bool unused = false;
+    for (unsigned p = 0; p < reservation.parts; p++)
+        unused |= reservation.reserved[p] > reservation.mapped[p];
+    if (!unused || !over_address_space(limit))
         return false;
-    munmap(reservation.base + reservation.mapped, reservation.size - reservation.mapped);
-    reservation.size = reservation.mapped;
+    for (unsigned p = 0; p < reservation.parts; p++) {
+        char *part = reservation.base + p * reservation.part_size;
+        if (reservation.reserved[p] > reservation.mapped[p])
+            munmap(part + reservation.mapped[p], reservation.reserved[p] - reservation.mapped[p]);
+        reservation.reserved[p] = reservation.mapped[p];
+    }
     return true;
 }
 
@@ -154,18 +164,37 @@ void *hak_os_map_aligned(size_t size, size_t align)
     return start;
 }
 
-void *hak_os_reserve(size_t size, size_t align)
+void *hak_os_reserve(size_t part_size, unsigned parts, size_t align)
 {
-    if (address_space_limit() != RLIM_INFINITY)
+    size_t size;
+    if (!part_size || !parts || parts > HAK_MAX_NODES ||
+        __builtin_mul_overflow(part_size, parts, &size) || address_space_limit() != RLIM_INFINITY)
         return NULL;
     hak_os_reservation_lock();
     char *base = reservation.base ? NULL : map_aligned(size, align, PROT_NONE);
     if (base) {
         reservation.base = base;
-        reservation.size = size;
+        reservation.part_size = part_size;
+        reservation.parts = parts;
+        for (unsigned p = 0; p < parts; p++)
+            reservation.reserved[p] = part_size;
     }
     hak_os_reservation_unlock();
     return base;
+}
+
+/* Under the lock: the part of the reservation whose reserved bytes hold
+ * [start, start + size), or reservation.parts where none does; *end:
+ * where the range ends in its part. */
+static unsigned reserved_part(const char *start, size_t size, size_t *end)
+{
+    if (!reservation.base || start < reservation.base)
+        return reservation.parts;
+    size_t offset = (size_t)(start - reservation.base);
+    size_t part = offset / reservation.part_size;
+    *end = offset % reservation.part_size + size;
+    return part < reservation.parts && *end <= reservation.reserved[part] ? (unsigned)part
+                                                                          : reservation.parts;
 }
 
 bool hak_os_map_reserved(void *addr, size_t size)
@@ -178,11 +207,12 @@ bool hak_os_map_reserved(void *addr, size_t size)
     bool limited = limit != RLIM_INFINITY;
     if (limited)
         release_unused_locked(limit);
-    bool mapped = !limited && start >= reservation.base &&
-                  start + size <= reservation.base + reservation.size &&
-                  mprotect(start, size, PROT_READ | PROT_WRITE) == 0;
-    if (mapped && (size_t)(start + size - reservation.base) > reservation.mapped)
-        reservation.mapped = (size_t)(start + size - reservation.base);
+    size_t end_in_part = 0;
+    unsigned part = reserved_part(start, size, &end_in_part);
+    bool mapped =
+        !limited && part < reservation.parts && mprotect(start, size, PROT_READ | PROT_WRITE) == 0;
+    if (mapped && end_in_part > reservation.mapped[part])
+        reservation.mapped[part] = end_in_part;
     hak_os_reservation_unlock();
     if (mapped)
         hak_stat_add(HAK_STAT_MAPPED_BYTES, size);

@@ -11,15 +11,17 @@
  * page), or NULL with errno ENOMEM. */
 void *hak_os_map_aligned(size_t size, size_t align);
 void hak_os_unmap(void *addr, size_t size);
-/* Address space alone, aligned to align, for hak_os_map_reserved to make
- * memory bit by bit: no access, no memory, nothing counted against the
- * commit limit.  One per process (the SuperSlab region); NULL where there
- * is one already, or under an address-space limit (RLIMIT_AS, which counts
- * reserved address space).  Under a limit the program sets later, none of
- * it is made memory any more, and where that limit is below what the
- * process has, its unused part goes back to the kernel
+/* Address space alone, parts of part_size bytes side by side (at most
+ * HAK_MAX_NODES), aligned to align, for hak_os_map_reserved to make memory
+ * bit by bit, each part from its start: no access, no memory, nothing
+ * counted against the commit limit.  One per process (the SuperSlab
+ * region, a part per node); NULL where there is one already, or under an
+ * address-space limit (RLIMIT_AS, which counts reserved address space).
+ * Under a limit the program sets later, none of it is made memory any
+ * more, and where that limit is below what the process has, what of each
+ * part was never made memory goes back to the kernel
  * (hak_os_release_reservation_over_limit). */
-void *hak_os_reserve(size_t size, size_t align);
+void *hak_os_reserve(size_t part_size, unsigned parts, size_t align);
 /* Makes part of the reservation read-write memory, as hak_os_map_aligned's;
  * false under an address-space limit, where it is no longer reserved, or
  * where the kernel refuses. */

@@ -109,15 +109,19 @@ static void double_free_pooled_small(void)
 /* Level 1: a block whose slab malloc_trim sent back to the shared pool,
  * freed again once its first bytes read zero, as they do after the pool
  * gives the slab's pages back (or after a write to the freed block): no
- * tag tells the second free, the pooled slab does. */
+ * tag tells the second free, the pooled slab does.  A block of another
+ * class, made first, keeps its SuperSlab in use, and so mapped where
+ * there is no region (under an address-space limit). */
 static void double_free_trimmed_small(void)
 {
+    char *keep = must_malloc(16);
     char *block = must_malloc(1000);
     free(block);
     malloc_trim(0);
     memset(fault_ptr(block), 0, 16);
     tell("addr", block);
     free(fault_ptr(block));
+    free(keep);
 }
 
 /* realloc of a freed block: never resized in place (a freed large block

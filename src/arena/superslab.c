@@ -59,7 +59,7 @@ static bool region_reserved(void)
         tried = true;
         unsigned parts = hak_numa_node_bound();
         size_t part_size = hak_os_memory_bytes() / parts & ~(HAK_SUPERSLAB_SIZE - 1);
-        void *base = part_size ? hak_os_reserve(part_size * parts, HAK_SUPERSLAB_SIZE) : NULL;
+        void *base = hak_os_reserve(part_size, parts, HAK_SUPERSLAB_SIZE);
         if (base) {
             hak_superslab_region.part_size = part_size;
             hak_superslab_region.parts = parts;

@@ -300,7 +300,9 @@ static void check_block(struct hak_slab *slab, void *block)
 __attribute__((noipa)) void hak_heap_free_invalid(void *block, struct hak_slab *slab)
 {
     slab = given_or_own_slab(slab, block);
-    if (hak_block_tagged_free(block))
+    /* A page that holds no block (a sentinel's, hak_invalid_slab) has no
+     * tag to read: check_block names what it is. */
+    if (slab->kind != HAK_SLAB_INVALID && hak_block_tagged_free(block))
         hak_fatal_double_free(block, slab->cls);
     check_block(slab, block);
     /* The fast path sends a block here for its offset or its tag, and
@@ -1028,6 +1030,10 @@ static void flush_half(struct hak_heap *heap, unsigned cls)
             return; /* room for more now */
     }
     look_for_idle(heap, cls);
+    /* A thread that frees blocks other threads of its node allocated,
+     * from SuperSlabs made since it last took a slab, frees them through
+     * the page map until it looks again. */
+    see_region_part(heap->thread);
     /* Keep the most recently freed half: it is the one still in cache. */
     uint32_t keep = heap->limit[cls] / 2;
     heap->stats[cls].flushes++;

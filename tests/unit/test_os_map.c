@@ -3,9 +3,12 @@
  * mmap with no trimming; where that range is taken, elsewhere, still
  * aligned, over nothing mapped before.  Moves of pages, which leave their
  * destination mapped whatever the kernel does. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "os.h"
@@ -228,9 +231,80 @@ static void test_moves_keep_destination(void)
     mremap_refused = NULL;
 }
 
-int main(void)
+/* Whether every page of [start, start + size) is mapped. */
+static bool all_mapped(const char *start, size_t size)
+{
+    static unsigned char resident[4 * MIB / 4096];
+    return mincore((void *)start, size, resident) == 0;
+}
+
+/* Whether no page of [start, start + size) is mapped. */
+static bool none_mapped(const char *start, size_t size)
+{
+    unsigned char resident;
+    for (size_t offset = 0; offset < size; offset += 4096)
+        if (mincore((void *)(start + offset), 4096, &resident) == 0 || errno != ENOMEM)
+            return false;
+    return true;
+}
+
+static size_t address_space(void)
+{
+    FILE *statm = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (!statm || fscanf(statm, "%lu", &pages) != 1)
+        hard_error("cannot read /proc/self/statm");
+    fclose(statm);
+    return pages * 4096;
+}
+
+/* The reservation in parts (the SuperSlab region's, a part per node), in a
+ * process that has none (HAKMEM_HARDEN=0: no region): memory is made in
+ * each part from its start, never across two; under a limit set below the
+ * address space the process has, what of each part was never made memory
+ * goes back, the memory made stays, and nothing is made there again, even
+ * once the limit is lifted.  hakmem's setrlimit gives them back as the
+ * limit comes into force (rlimit.c). */
+static void test_reservation_parts(void)
+{
+    const size_t part = 4 * MIB;
+    char *base = hak_os_reserve(part, 3, 2 * MIB);
+    CHECK(base != NULL && aligned_to(base, 2 * MIB), "no reservation of 3 parts: %p", (void *)base);
+    if (!base)
+        return;
+    CHECK(hak_os_reserve(part, 1, 2 * MIB) == NULL, "a second reservation");
+    CHECK(hak_os_map_reserved(base, 2 * MIB) && hak_os_map_reserved(base + 2 * part, 2 * MIB),
+          "memory at the start of parts 0 and 2");
+    CHECK(!hak_os_map_reserved(base + 3 * MIB, 2 * MIB), "memory across parts 0 and 1");
+    CHECK(!hak_os_map_reserved(base + 3 * part, 2 * MIB), "memory past the last part");
+    base[0] = 1;
+    base[2 * part + 2 * MIB - 1] = 2;
+
+    struct rlimit saved, limit;
+    getrlimit(RLIMIT_AS, &saved);
+    limit = saved;
+    limit.rlim_cur = address_space() - 4 * MIB;
+    if (setrlimit(RLIMIT_AS, &limit) != 0)
+        hard_error("setrlimit(RLIMIT_AS): %s", strerror(errno));
+    CHECK(none_mapped(base + 2 * MIB, part - 2 * MIB) && none_mapped(base + part, part) &&
+              none_mapped(base + 2 * part + 2 * MIB, part - 2 * MIB),
+          "a part's unused end is still reserved under the limit");
+    CHECK(all_mapped(base, 2 * MIB) && all_mapped(base + 2 * part, 2 * MIB) && base[0] == 1 &&
+              base[2 * part + 2 * MIB - 1] == 2,
+          "memory made in the parts went back with their unused ends");
+    CHECK(!hak_os_release_reservation_over_limit(), "the reservation went back twice");
+    setrlimit(RLIMIT_AS, &saved);
+    CHECK(!hak_os_map_reserved(base + part, 2 * MIB),
+          "memory made where the reservation went back, once the limit was lifted");
+}
+
+int main(int argc, char **argv)
 {
     unit_watchdog();
+    if (argc > 1 && !strcmp(argv[1], "parts")) {
+        test_reservation_parts();
+        return test_result("test_os_map parts");
+    }
     test_adjacent_below(4 * MIB, 4 * MIB);
     test_adjacent_below(2 * MIB, 2 * MIB);
     test_fills_hole_below();
@@ -238,5 +312,12 @@ int main(void)
     test_hinted_range_taken();
     test_other_shapes();
     test_moves_keep_destination();
-    return test_result("test_os_map");
+    int result = test_result("test_os_map");
+    /* Where hakmem reserves nothing itself. */
+    if (result == EXIT_SUCCESS) {
+        setenv("HAKMEM_HARDEN", "0", 1);
+        execl("/proc/self/exe", argv[0], "parts", (char *)NULL);
+        hard_error("cannot run %s again", argv[0]);
+    }
+    return result;
 }

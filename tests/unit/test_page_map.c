@@ -232,6 +232,7 @@ static void test_superslab_region(void)
     char *block = malloc(100);
     uintptr_t freed = (uintptr_t)block;
     free(block);
+    CHECK(hak_tls.region_used == 0, "a free looked at the region part again");
     block = malloc(100);
     CHECK((uintptr_t)block == freed, "a block freed through the page map did not reach the cache");
     free(block);
