@@ -300,9 +300,9 @@ static void check_block(struct hak_slab *slab, void *block)
 __attribute__((noipa)) void hak_heap_free_invalid(void *block, struct hak_slab *slab)
 {
     slab = given_or_own_slab(slab, block);
-    /* A page that holds no block (a sentinel's, hak_invalid_slab) has no
-     * tag to read: check_block names what it is. */
-    if (slab->kind != HAK_SLAB_INVALID && hak_block_tagged_free(block))
+    /* A page that holds no block start (header, uncarved and interior
+     * pages) has no tag to read: check_block names what it is. */
+    if (slab != &hak_invalid_slab && slab != &hak_interior_slab && hak_block_tagged_free(block))
         hak_fatal_double_free(block, slab->cls);
     check_block(slab, block);
     /* The fast path sends a block here for its offset or its tag, and
