@@ -248,16 +248,6 @@ static bool none_mapped(const char *start, size_t size)
     return true;
 }
 
-static size_t address_space(void)
-{
-    FILE *statm = fopen("/proc/self/statm", "r");
-    unsigned long pages = 0;
-    if (!statm || fscanf(statm, "%lu", &pages) != 1)
-        hard_error("cannot read /proc/self/statm");
-    fclose(statm);
-    return pages * 4096;
-}
-
 /* The reservation in parts (the SuperSlab region's, a part per node), in a
  * process that has none (HAKMEM_HARDEN=0: no region): memory is made in
  * each part from its start, never across two; under a limit set below the
@@ -283,7 +273,7 @@ static void test_reservation_parts(void)
     struct rlimit saved, limit;
     getrlimit(RLIMIT_AS, &saved);
     limit = saved;
-    limit.rlim_cur = address_space() - 4 * MIB;
+    limit.rlim_cur = unit_address_space() - 4 * MIB;
     if (setrlimit(RLIMIT_AS, &limit) != 0)
         hard_error("setrlimit(RLIMIT_AS): %s", strerror(errno));
     CHECK(none_mapped(base + 2 * MIB, part - 2 * MIB) && none_mapped(base + part, part) &&

@@ -424,16 +424,6 @@ static void test_hot_budget_grows(void)
     hak_options.hot_bytes = hot_bytes;
 }
 
-static size_t address_space(void)
-{
-    FILE *statm = fopen("/proc/self/statm", "r");
-    unsigned long pages = 0;
-    if (!statm || fscanf(statm, "%lu", &pages) != 1)
-        hard_error("cannot read /proc/self/statm");
-    fclose(statm);
-    return pages * HAK_PAGE_SIZE;
-}
-
 /* The bytes of the region's SuperSlabs, over its parts. */
 static size_t region_used(void)
 {
@@ -454,12 +444,12 @@ static void test_limit_below_reservation(void)
     struct rlimit saved;
     getrlimit(RLIMIT_AS, &saved);
     size_t unused = hak_superslab_region.parts * hak_superslab_region.part_size - region_used();
-    size_t before = address_space();
+    size_t before = unit_address_space();
     struct rlimit limit = saved;
     limit.rlim_cur = before + 64 * MiB;
     if (setrlimit(RLIMIT_AS, &limit) != 0)
         hard_error("setrlimit(RLIMIT_AS): %s", strerror(errno));
-    CHECK(!hak_os_release_reservation_over_limit() && address_space() == before,
+    CHECK(!hak_os_release_reservation_over_limit() && unit_address_space() == before,
           "a limit above the address space took the reservation back");
     limit.rlim_cur = before - unused / 2;
     if (setrlimit(RLIMIT_AS, &limit) != 0)
@@ -467,7 +457,7 @@ static void test_limit_below_reservation(void)
     void *large = hak_large_alloc(8 * MiB, HAK_PAGE_SIZE, 0, false);
     CHECK(large != NULL, "a large block under a limit %zu MiB below the address space",
           unused / 2 / MiB);
-    CHECK(address_space() < before - unused / 2, "the region's reservation is still there");
+    CHECK(unit_address_space() < before - unused / 2, "the region's reservation is still there");
     CHECK(!hak_os_release_reservation_over_limit(), "the reservation went back twice");
     uint64_t created = counter(HAK_STAT_SUPERSLABS);
     size_t used = region_used();

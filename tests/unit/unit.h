@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -55,6 +56,17 @@ static inline bool unit_page_resident(const void *page)
     if (mincore((void *)((uintptr_t)page & ~(uintptr_t)4095), 4096, &vec) != 0)
         hard_error("mincore failed");
     return vec & 1;
+}
+
+/* The process's address space, in bytes (/proc/self/statm). */
+static inline size_t unit_address_space(void)
+{
+    FILE *statm = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (!statm || fscanf(statm, "%lu", &pages) != 1)
+        hard_error("cannot read /proc/self/statm");
+    fclose(statm);
+    return pages * HAK_PAGE_SIZE;
 }
 
 /* malloc, after which the caller reads hakmem's state afresh: GCC takes
