@@ -2,11 +2,13 @@
  * blocks per class.  malloc pops from the cache, free pushes onto it; an
  * empty cache refills and a full one flushes half, in batches, out of line
  * (thread_heap.c).  The fast paths never ask which NUMA node they run on:
- * free compares the block's node with the thread's, both already at hand,
- * and malloc leaves for the refill when the kernel has moved the thread to
- * another CPU (struct hak_thread), so that the refill sends the caches'
- * blocks home if the CPU is on another node.  free needs no such check: the
- * blocks it caches before the next malloc go home with the others. */
+ * free knows a small block of the thread's node by its address, in the
+ * node's part of the SuperSlab region, and otherwise compares the block's
+ * node with the thread's, both already at hand; malloc leaves for the
+ * refill when the kernel has moved the thread to another CPU (struct
+ * hak_thread), so that the refill sends the caches' blocks home if the CPU
+ * is on another node.  free needs no such check: the blocks it caches
+ * before the next malloc go home with the others. */
 #ifndef HAK_THREAD_HEAP_H
 #define HAK_THREAD_HEAP_H
 
@@ -200,9 +202,9 @@ static inline bool hak_heap_push(struct hak_thread *self, size_t cls, void *bloc
 
 /* The fast path's end, once free knows that block's slab frees to this
  * thread's node and whether block starts one of its blocks (starts); slab
- * may be NULL for the slow paths to look it up.  The callers test the node
- * first: the block-start test, computed before it, would be held in a
- * register across the branch (two instructions more). */
+ * may be NULL for the slow paths to look it up.  The callers know the node
+ * first: the block-start test, computed before a test of it, would be held
+ * in a register across the branch (two instructions more). */
 static inline void hak_heap_free_mine(struct hak_thread *self, bool starts, size_t cls, void *block,
                                       struct hak_slab *slab)
 {
