@@ -2,9 +2,10 @@
  * on.  Level 1, the default, costs the fast paths nothing beyond the checks
  * themselves: the other modes are reached through a test the fast paths make
  * anyway.  A free finds its chunk's route in the page map's entry
- * (arena/page_map.h), which it reads anyway, where the SuperSlab region
- * (arena/superslab.h, fast route only) has not taken it; a malloc that finds its thread cache empty
- * goes out of line, and in checked mode the caches stay empty.
+ * (arena/page_map.h), which it reads anyway, where the thread's part of
+ * the SuperSlab region (arena/superslab.h, fast route only) has not taken
+ * it; a malloc that finds its thread cache empty goes out of line, and in
+ * checked mode the caches stay empty.
  *
  *   0  links stored plain, frees not checked on the fast path (the slow
  *      paths still refuse pointers that are not blocks of a live slab)

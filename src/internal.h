@@ -179,7 +179,8 @@ struct hak_slab {
     uint8_t cls;
     uint8_t node;
     /* node while the slab serves blocks, HAK_NO_NODE otherwise: free()
-     * compares it with the thread's node in one test */
+     * compares it with the thread's node in one test, where the block is
+     * not in the thread's part of the SuperSlab region (superslab.h) */
     uint8_t free_node;
     /* Pages from start ever handed out since the memory was last fresh
      * (page telemetry); written only when it grows, on first touch. */

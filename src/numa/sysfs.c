@@ -48,9 +48,11 @@ unsigned hak_numa_list_count(const char *text, size_t len)
 
 unsigned hak_numa_online_nodes(void)
 {
-    /* Long enough for any list that has more than one node in it; a
-     * longer one is cut, which still counts more than one. */
-    char text[256];
+    /* Long enough for the list of HAK_MAX_NODES nodes of any numbers up to
+     * four digits; a longer one is cut, which still counts more than one
+     * (the SuperSlab region then has fewer parts than nodes, and the
+     * nodes past them free through the page map). */
+    char text[1024];
     size_t len = hak_os_read_file("/sys/devices/system/node/online", text, sizeof(text));
     unsigned count = hak_numa_list_count(text, len);
     return count ? count : 1;
