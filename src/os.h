@@ -28,12 +28,12 @@ void *hak_os_reserve(size_t part_size, unsigned parts, size_t align);
 bool hak_os_map_reserved(void *addr, size_t size);
 /* Where the process's address space exceeds its limit (RLIMIT_AS), one
  * set since the reservation was made, what of each of the reservation's
- * parts was never made memory goes back; true if some did.  The setrlimit wrappers ask as soon as
- * a new limit is in force (rlimit.c), so that a limit the program sets
- * below what it has, its budget for what it uses, lets its own mappings
- * through; hakmem's mappings ask when they fail, and the thread heaps now
- * and then (front/thread_heap.c), for a limit set from outside the
- * process (prlimit --pid). */
+ * parts was never made memory goes back; true if some did.  The setrlimit
+ * wrappers ask as soon as a new limit is in force (rlimit.c), so that a
+ * limit the program sets below what it has, its budget for what it uses,
+ * lets its own mappings through; hakmem's mappings ask when they fail, and
+ * the thread heaps now and then (front/thread_heap.c), for a limit set
+ * from outside the process (prlimit --pid). */
 bool hak_os_release_reservation_over_limit(void);
 /* Whether the process runs under an address-space limit (RLIMIT_AS). */
 bool hak_os_address_space_limited(void);

@@ -216,6 +216,26 @@ static inline void hak_heap_free_mine(struct hak_thread *self, bool starts, size
         hak_heap_flush(block, cls, slab);
 }
 
+/* Whether block lies in a SuperSlab of the thread's node's part of the
+ * region, as far as the thread has looked (struct hak_thread); *offset:
+ * block's distance from the part's base. */
+static inline bool hak_heap_region_find(const struct hak_thread *self, const void *block,
+                                        uintptr_t *offset)
+{
+    *offset = (uintptr_t)block - self->region_base;
+    return *offset < self->region_used;
+}
+
+/* hak_heap_free (below) of a block hak_heap_region_find found, whose slab is of the
+ * thread's node: no test of the node.  A slab that serves no blocks fails
+ * the block-start test instead (its divide_magic is 0), and the slow path
+ * names the fault. */
+static inline void hak_heap_free_own_node(struct hak_thread *self, struct hak_slab *slab,
+                                          size_t cls, void *block, uint32_t offset)
+{
+    hak_heap_free_mine(self, hak_slab_starts_block(slab, offset), cls, block, slab);
+}
+
 /* cls: the slab's, where the caller can know it without a load of the
  * slab (hak_superslab_page_class): the address of the cache's head then
  * waits on no load of slab, whose fields only steer the branches.  offset:
@@ -227,27 +247,7 @@ static inline void hak_heap_free(struct hak_slab *slab, size_t cls, void *block,
         hak_heap_free_other(block, slab);
         return;
     }
-    hak_heap_free_mine(self, hak_slab_starts_block(slab, offset), cls, block, slab);
-}
-
-/* Whether block lies in a SuperSlab of the thread's node's part of the
- * region, as far as the thread has looked (struct hak_thread); *offset:
- * block's distance from the part's base. */
-static inline bool hak_heap_region_find(const struct hak_thread *self, const void *block,
-                                        uintptr_t *offset)
-{
-    *offset = (uintptr_t)block - self->region_base;
-    return *offset < self->region_used;
-}
-
-/* hak_heap_free of a block hak_heap_region_find found, whose slab is of the
- * thread's node: no test of the node.  A slab that serves no blocks fails
- * the block-start test instead (its divide_magic is 0), and the slow path
- * names the fault. */
-static inline void hak_heap_free_own_node(struct hak_thread *self, struct hak_slab *slab,
-                                          size_t cls, void *block, uint32_t offset)
-{
-    hak_heap_free_mine(self, hak_slab_starts_block(slab, offset), cls, block, slab);
+    hak_heap_free_own_node(self, slab, cls, block, offset);
 }
 
 /* The same for a block of an arena chunk, from its page's word
