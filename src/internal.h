@@ -36,6 +36,14 @@
 #define HAK_LIKELY(x) __builtin_expect(!!(x), 1)
 #define HAK_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define HAK_NOINLINE __attribute__((noinline))
+/* GCC's noipa: no caller learns anything of the function, not even that
+ * it never returns, so that a fast path jumps to it with no stack frame of
+ * its own.  Clang has no such attribute; noinline is the nearest. */
+#if defined(__clang__)
+#define HAK_NOIPA __attribute__((noinline))
+#else
+#define HAK_NOIPA __attribute__((noipa))
+#endif
 #define HAK_CACHE_LINE 64
 
 /* hakmem's locks guard a few list operations each: spin briefly before

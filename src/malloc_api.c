@@ -144,7 +144,7 @@ static inline void free_routed(struct hak_chunk_head *chunk, void *ptr)
  * fault of the program's, stopped as every other allocator stops it. */
 /* Not declared noreturn, nor so discovered (noipa): free then jumps here
  * and needs no stack frame of its own for a call. */
-static __attribute__((noipa, cold)) void refuse_foreign(const char *call, const void *ptr)
+static HAK_NOIPA __attribute__((cold)) void refuse_foreign(const char *call, const void *ptr)
 {
     hak_fatal(call, ptr);
 }

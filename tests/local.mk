@@ -131,7 +131,7 @@ tests_test_glibc_ext_LDADD = src/libhakmem.la
 
 # C++, linked with libhakmem, whose operators new and delete it tests.
 tests_test_cxx_operators_SOURCES = tests/test_cxx_operators.cc tests/cxx_check.h
-tests_test_cxx_operators_CXXFLAGS = $(AM_CXXFLAGS) $(PTHREAD_CFLAGS)
+tests_test_cxx_operators_CXXFLAGS = $(AM_CXXFLAGS) $(PTHREAD_CFLAGS) -fsized-deallocation
 tests_test_cxx_operators_LDFLAGS = -no-install $(PTHREAD_LIBS)
 tests_test_cxx_operators_LDADD = src/libhakmem.la -ldl
 

@@ -297,7 +297,7 @@ static void check_block(struct hak_slab *slab, void *block)
 }
 
 /* noipa: so that no caller learns that it never returns (thread_heap.h). */
-__attribute__((noipa)) void hak_heap_free_invalid(void *block, struct hak_slab *slab)
+HAK_NOIPA void hak_heap_free_invalid(void *block, struct hak_slab *slab)
 {
     slab = given_or_own_slab(slab, block);
     /* A page that holds no block start (header, uncarved and interior

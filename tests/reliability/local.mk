@@ -62,7 +62,7 @@ reliability_sanitized_tests = \
 	tests/reliability/sanitized_larson \
 	tests/reliability/sanitized_teardown_stress
 
-tests_reliability_sanitizer_selftest_SOURCES = tests/reliability/sanitizer_selftest.c \
+tests_reliability_sanitizer_selftest_SOURCES = tests/reliability/sanitizer_selftest.c tests/opaque.h \
 	$(reliability_sanitized_sources)
 tests_reliability_sanitizer_selftest_CFLAGS = $(reliability_sanitized_cflags)
 tests_reliability_sanitizer_selftest_LDADD = $(reliability_sanitized_ldadd)
@@ -137,7 +137,7 @@ tests_reliability_fuzz_replay_LDFLAGS = $(reliability_ldflags)
 tests_reliability_fuzz_replay_LDADD = src/libhakmem.la
 
 # Links no allocator: valgrind_stress.sh preloads hakmem or not.
-tests_reliability_memcheck_canary_SOURCES = tests/reliability/memcheck_canary.c
+tests_reliability_memcheck_canary_SOURCES = tests/reliability/memcheck_canary.c tests/opaque.h
 
 # What fuzz_libfuzzer.sh needs to build hakmem with clang: the sources and
 # flags of src/local.mk, with paths relative to the top build folder.

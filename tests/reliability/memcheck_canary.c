@@ -12,21 +12,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Out of the compiler's sight (noipa), so that it neither warns about the
+#include "../opaque.h"
+
+/* Out of the compiler's sight (TEST_OPAQUE), so that it neither warns about the
  * deliberate uninitialised reads nor folds them away. */
-static __attribute__((noipa)) void fill_even(int *values, int count)
+static TEST_OPAQUE void fill_even(int *values, int count)
 {
     for (int i = 0; i < count; i += 2) {
         values[i] = i;
     }
 }
 
-static __attribute__((noipa)) int is_positive(const unsigned char *bytes, size_t offset)
+static TEST_OPAQUE int is_positive(const unsigned char *bytes, size_t offset)
 {
     return bytes[offset] > 0;
 }
 
-static __attribute__((noipa)) int read_byte(const unsigned char *bytes, size_t offset)
+static TEST_OPAQUE int read_byte(const unsigned char *bytes, size_t offset)
 {
     return bytes[offset];
 }

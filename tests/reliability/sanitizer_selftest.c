@@ -14,12 +14,13 @@
 
 #include "hakmem.h"
 #include "../harness.h"
+#include "../opaque.h"
 
 static int global_array[8];
 
-/* Out of the compiler's sight (noipa), so that UBSan's bounds and object
+/* Out of the compiler's sight (TEST_OPAQUE), so that UBSan's bounds and object
  * size checks, which know the array, leave the overrun to ASan. */
-static __attribute__((noipa)) int element(const int *elements, size_t index)
+static TEST_OPAQUE int element(const int *elements, size_t index)
 {
     return elements[index];
 }
