@@ -38,9 +38,11 @@
 #define HAK_NOINLINE __attribute__((noinline))
 /* GCC's noipa: no caller learns anything of the function, not even that
  * it never returns, so that a fast path jumps to it with no stack frame of
- * its own.  Clang has no such attribute; noinline is the nearest. */
+ * its own.  Clang has no such attribute, and with noinline alone it still
+ * finds that the function never returns, and calls it (a push in every
+ * free); optnone keeps that from it too.  The functions are cold. */
 #if defined(__clang__)
-#define HAK_NOIPA __attribute__((noinline))
+#define HAK_NOIPA __attribute__((noinline, optnone))
 #else
 #define HAK_NOIPA __attribute__((noipa))
 #endif

@@ -131,16 +131,15 @@ tests_test_glibc_ext_LDADD = src/libhakmem.la
 
 # C++, linked with libhakmem, whose operators new and delete it tests.
 tests_test_cxx_operators_SOURCES = tests/test_cxx_operators.cc tests/cxx_check.h
-tests_test_cxx_operators_CXXFLAGS = $(AM_CXXFLAGS) $(PTHREAD_CFLAGS) -fsized-deallocation
+tests_test_cxx_operators_CXXFLAGS = $(AM_CXXFLAGS) $(PTHREAD_CFLAGS)
 tests_test_cxx_operators_LDFLAGS = -no-install $(PTHREAD_LIBS)
 tests_test_cxx_operators_LDADD = src/libhakmem.la -ldl
 
 # C++, linked with libhakmem, replacing only operator new(size_t) and
 # operator delete(void *): hakmem's other forms must forward to them.  Also
-# run by test_cxx_preload.sh at HAKMEM_HARDEN=2.  -fsized-deallocation: delete
-# calls the sized forms with clang too.
+# run by test_cxx_preload.sh at HAKMEM_HARDEN=2.
 tests_cxx_replaced_new_SOURCES = tests/cxx_replaced_new.cc tests/cxx_check.h
-tests_cxx_replaced_new_CXXFLAGS = $(AM_CXXFLAGS) $(PTHREAD_CFLAGS) -fsized-deallocation
+tests_cxx_replaced_new_CXXFLAGS = $(AM_CXXFLAGS) $(PTHREAD_CFLAGS)
 tests_cxx_replaced_new_LDFLAGS = -no-install $(PTHREAD_LIBS)
 tests_cxx_replaced_new_LDADD = src/libhakmem.la -ldl
 
@@ -160,11 +159,12 @@ tests_cxx_map_threads_CXXFLAGS = $(AM_CXXFLAGS) $(PTHREAD_CFLAGS)
 tests_cxx_map_threads_LDADD = $(PTHREAD_LIBS)
 
 # The heap-fault suite, run by test_heap_faults.sh under glibc and under
-# hakmem preloaded, so they link only libc and the C++ runtime.
-# -fsized-deallocation: delete calls the sized forms with clang too.
+# hakmem preloaded, so they link only libc and the C++ runtime, and built
+# with -fno-builtin, which keeps the compiler from dropping the allocations
+# that carry the program on after a fault.
 check_PROGRAMS += tests/heap_faults tests/heap_faults_cxx
 tests_heap_faults_SOURCES = tests/heap_faults.c tests/heap_faults.h
 tests_heap_faults_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS) -fno-builtin
 tests_heap_faults_LDADD = $(PTHREAD_LIBS)
 tests_heap_faults_cxx_SOURCES = tests/heap_faults_cxx.cc tests/heap_faults.h
-tests_heap_faults_cxx_CXXFLAGS = $(AM_CXXFLAGS) -fsized-deallocation
+tests_heap_faults_cxx_CXXFLAGS = $(AM_CXXFLAGS) -fno-builtin

@@ -136,8 +136,10 @@ tests_reliability_fuzz_replay_CFLAGS = $(reliability_cflags)
 tests_reliability_fuzz_replay_LDFLAGS = $(reliability_ldflags)
 tests_reliability_fuzz_replay_LDADD = src/libhakmem.la
 
-# Links no allocator: valgrind_stress.sh preloads hakmem or not.
+# Links no allocator: valgrind_stress.sh preloads hakmem or not.  Its leak
+# must stay in the program (-fno-builtin).
 tests_reliability_memcheck_canary_SOURCES = tests/reliability/memcheck_canary.c tests/opaque.h
+tests_reliability_memcheck_canary_CFLAGS = $(AM_CFLAGS) -fno-builtin
 
 # What fuzz_libfuzzer.sh needs to build hakmem with clang: the sources and
 # flags of src/local.mk, with paths relative to the top build folder.
