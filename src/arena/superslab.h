@@ -17,8 +17,8 @@
  * below a part's used keeps a SuperSlab's header.  The region is reserved
  * as big as the machine's memory (hak_os_reserve, which gives what each
  * part never used back under a limit the program sets below what the
- * process has), in as many parts as the kernel had nodes online at
- * start-up; SuperSlabs beyond a full part, those of a node past the parts,
+ * process has), in as many parts as the process could allocate from nodes
+ * at start-up (hak_numa_node_bound); SuperSlabs beyond a full part, those of a node past the parts,
  * and all of them under an address-space limit or on another route, are
  * mapped one by one.
  *

@@ -14,8 +14,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Start-up: reads /sys/devices/system/node/online, after the options are
- * loaded.  No malloc. */
+/* Start-up: counts the nodes the process may allocate from (its cpuset's
+ * memory nodes), after the options are loaded.  No malloc. */
 void hak_numa_init(void);
 
 /* Loads the topology, at most once per process, when hak_numa_init found
@@ -32,7 +32,7 @@ bool hak_numa_discovery_settled(void);
 /* 1 ... HAK_MAX_NODES; once above 1, it stays at its value. */
 unsigned hak_numa_node_count(void);
 /* From start-up on, what hak_numa_node_count will most likely be once
- * discovery has run: the nodes the kernel had online (at most
+ * discovery has run: the nodes the process could allocate from (at most
  * HAK_MAX_NODES) where discovery is pending, else 1.  For what must be
  * laid out per node before discovery (the SuperSlab region's parts); a
  * node found past it is served, only by slower paths. */

@@ -1,6 +1,7 @@
 /* The kernel's own view of the NUMA nodes, read from sysfs without stdio and
- * without malloc: how many nodes are online (at every process start), and
- * the whole layout when hwloc cannot be loaded or its answer is refused. */
+ * without malloc: how many nodes are online (at process start, where the
+ * kernel will not tell the cpuset's nodes), and the whole layout when hwloc
+ * cannot be loaded or its answer is refused. */
 #ifndef HAK_SYSFS_H
 #define HAK_SYSFS_H
 
