@@ -48,7 +48,7 @@ static bool setup(struct hak_superslab *ss, unsigned node)
 
 /* The region's reservation, made at the first SuperSlab of the fast route
  * (under the lock), as big as the machine's memory, in a part per node the
- * kernel had online at start-up: false where there is none.  Not at
+ * process could allocate from at start-up: false where there is none.  Not at
  * start-up: a program that sets itself an address-space limit before
  * hakmem maps its first SuperSlab measures what it has without the
  * reservation, and gets no region (hak_os_reserve). */
