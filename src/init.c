@@ -30,7 +30,7 @@ struct hak_slab hak_interior_slab = {.kind = HAK_SLAB_INVALID, .free_node = HAK_
 struct hak_heap hak_empty_heap;
 
 enum { INIT_NONE, INIT_RUNNING, INIT_DONE };
-static _Atomic int init_state = INIT_NONE;
+static _Atomic int init_state HAK_START_UP = INIT_NONE;
 static __thread bool initializing_here __attribute__((tls_model("initial-exec")));
 
 /* Locks are taken in one order everywhere, so fork takes them in it too.

@@ -34,7 +34,7 @@
  * threads' page faults in the mappings they merge with wait for it (l25,
  * two threads faulting in their first chunks: 6-9 ms of its 20 ms asleep
  * on the lock).  Any thread updates it; a stale hint only costs a try. */
-static _Atomic uintptr_t aligned_hint;
+static _Atomic uintptr_t aligned_hint HAK_START_UP;
 
 /* A mapping of size at addr, or NULL when that range is not free (errno
  * EEXIST); kernels before 4.17 take the flag for a hint, and a mapping
@@ -95,7 +95,7 @@ static struct {
     unsigned parts;
     size_t reserved[HAK_MAX_NODES];
     size_t mapped[HAK_MAX_NODES];
-} reservation;
+} reservation HAK_START_UP;
 
 /* Whether the process's address space exceeds limit bytes.  A limit set
  * below what the process has is a budget for what it uses; one set as what

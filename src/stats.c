@@ -15,7 +15,7 @@ _Atomic uint64_t hak_stat_nodes_peak;
 _Static_assert(HAK_MAX_NODES == 64, "per-node counters");
 _Static_assert(HAK_PAGES_MID == HAK_SMALL_CLASSES, "one page bucket per small class");
 
-static _Atomic(const struct hak_printer *) topology_note;
+static _Atomic(const struct hak_printer *) topology_note HAK_START_UP;
 
 void hak_stats_note_topology(const struct hak_printer *note)
 {

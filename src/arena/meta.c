@@ -14,7 +14,7 @@ static struct meta_state {
     void *free[META_SIZE_CLASSES];
     char *bump;
     char *bump_end;
-} meta;
+} meta HAK_START_UP;
 
 static unsigned size_class(size_t size)
 {

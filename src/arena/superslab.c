@@ -8,7 +8,7 @@
 #include "../stats.h"
 #include "page_map.h"
 
-struct hak_superslab_region hak_superslab_region = {.base = HAK_REGION_UNSET};
+struct hak_superslab_region hak_superslab_region HAK_START_UP = {.base = HAK_REGION_UNSET};
 
 /* Makes the fresh memory at ss a SuperSlab of node's, registered. */
 static bool setup(struct hak_superslab *ss, unsigned node)
@@ -54,7 +54,7 @@ static bool setup(struct hak_superslab *ss, unsigned node)
  * reservation, and gets no region (hak_os_reserve). */
 static bool region_reserved(void)
 {
-    static bool tried;
+    static bool tried HAK_START_UP;
     if (!tried) {
         tried = true;
         unsigned parts = hak_numa_node_bound();

@@ -7,7 +7,7 @@
 #include "../harden.h"
 #include "size_class.h"
 
-struct hak_link_keys hak_link_keys;
+struct hak_link_keys hak_link_keys HAK_START_UP;
 
 /* 1 decodes with its low bits set under any key: 1 at level 0, 14 under the
  * others, whose low four bits are 15. */

@@ -14,7 +14,7 @@ struct hak_link_keys {
     uintptr_t link; /* low four bits set: a zeroed link never decodes; 0 at level 0 */
     uintptr_t free_tag;
     uintptr_t canary; /* checked mode: block/canary.h */
-};
+} __attribute__((aligned(HAK_CACHE_LINE)));
 
 extern struct hak_link_keys hak_link_keys HAK_SHARED;
 

@@ -36,7 +36,7 @@ __thread struct hak_thread hak_tls __attribute__((tls_model("initial-exec"))) = 
     .cpu_word = &unwatched_cpu,
 };
 
-static pthread_key_t exit_key;
+static pthread_key_t exit_key HAK_START_UP;
 
 /* Set once the thread's heap has gone at its exit: a free from a later
  * destructor must not make a heap that nothing would take down. */
@@ -47,7 +47,7 @@ static struct {
     struct hak_heap *live;
     _Atomic unsigned count;
     struct hak_class_stats retired[HAK_NUM_CLASSES];
-} registry;
+} registry HAK_START_UP;
 
 /* ---- the heap's slab lists ---- */
 

@@ -43,13 +43,13 @@ enum discovery_state {
     DISCOVERY_DONE,
 };
 
-static _Atomic int discovery = DISCOVERY_UNNEEDED;
-static unsigned node_bound = 1;
+static _Atomic int discovery HAK_START_UP = DISCOVERY_UNNEEDED;
+static unsigned node_bound HAK_START_UP = 1;
 
 /* What HAKMEM_STATS=1 says of the topology: where it came from and why,
  * and the node of each CPU.  Written at start-up, and once by discovery
  * (found_note). */
-static struct hak_printer start_note = {.fd = -1};
+static struct hak_printer start_note HAK_START_UP = {.fd = -1};
 
 /* The nodes the process may take memory from: its cpuset's, in one
  * get_mempolicy call, which every process pays for at start-up (1 us here,
@@ -100,7 +100,7 @@ unsigned hak_numa_node_bound(void)
 #if HAKMEM_HAVE_NUMA
 
 /* Published once and never freed, so readers need no reference to it. */
-static _Atomic(const struct hak_numa_map *) published;
+static _Atomic(const struct hak_numa_map *) published HAK_START_UP;
 static struct hak_printer found_note = {.fd = -1};
 
 /* Discovery runs once per process, inside malloc: its scratch is static. */
