@@ -37,9 +37,22 @@
  * allocation, which the linker would scatter over a dozen pages between
  * the big per-node tables: gathered in one section, they share three, and
  * each page spared is a page fault (two where read before written, 1-2 us
- * each) in every process.  Only globals written once or rarely, under a
- * lock: one read on a fast path (hak_link_keys) fills its cache line. */
+ * each) in every process.  Only globals written once or seldom (at a
+ * mapping, at a thread's start or exit), and one read on a fast path
+ * fills its cache lines (hak_link_keys, hak_superslab_region), so that
+ * none shares a line with a neighbour written later.  AddressSanitizer
+ * puts no redzones around variables in a section of their own: the
+ * sanitized build leaves them where the linker puts them. */
+#if defined(__SANITIZE_ADDRESS__)
+#define HAK_START_UP
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HAK_START_UP
+#endif
+#endif
+#ifndef HAK_START_UP
 #define HAK_START_UP __attribute__((section("hakmem_start_up")))
+#endif
 #define HAK_LIKELY(x) __builtin_expect(!!(x), 1)
 #define HAK_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define HAK_NOINLINE __attribute__((noinline))

@@ -1,7 +1,7 @@
 #!/bin/sh
 # hwloc is loaded lazily (issue 8): a process under the preloaded library
-# maps libhwloc only on a machine with several NUMA nodes, and only once it
-# has done what makes discovery worth it.  HAKMEM_LIB and HAKMEM_BUILDDIR
+# maps libhwloc only where it may allocate from several NUMA nodes, and only
+# once it has done what makes discovery worth it.  HAKMEM_LIB and HAKMEM_BUILDDIR
 # come from the test environment (tests/local.mk).
 set -u
 
@@ -26,8 +26,11 @@ run_probe() {
 }
 
 # The nodes the process may allocate from (its cpuset's), as hakmem counts
-# them at start-up.
+# them at start-up; without cpusets, the nodes online.
 nodes=$(awk '/^Mems_allowed_list:/ { print $2 }' /proc/self/status 2>/dev/null)
+if [ -z "$nodes" ]; then
+    nodes=$(cat /sys/devices/system/node/online 2>/dev/null)
+fi
 case ${nodes:-0} in
     *,* | *-*) several=yes ;;
     *) several=no ;;
@@ -35,7 +38,7 @@ esac
 
 check "HAKMEM_NUMA=off" "hwloc not mapped" "$(HAKMEM_NUMA=off run_probe)"
 if [ $several = no ]; then
-    check "one node (${nodes:-none listed})" "hwloc not mapped" "$(run_probe)"
+    check "one node (${nodes:-no NUMA support})" "hwloc not mapped" "$(run_probe)"
 else
     check "nodes $nodes" "hwloc mapped" "$(run_probe)"
 fi

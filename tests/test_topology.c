@@ -320,15 +320,40 @@ static unsigned long long sysfs_nodes(const char *file)
     return set;
 }
 
-/* The cpuset's memory nodes, straight from the kernel; the online nodes
- * where it will not say. */
-static unsigned long long cpuset_nodes(void)
+/* How many memory nodes the cpuset has, straight from the kernel; where
+ * it will not say, from the status file, and without cpusets the nodes
+ * online. */
+static int cpuset_node_count(void)
 {
     unsigned long mask[4096 / (8 * sizeof(long))];
     int mode;
-    if (syscall(SYS_get_mempolicy, &mode, mask, 4096, NULL, MPOL_F_MEMS_ALLOWED) == 0)
-        return mask[0];
-    return sysfs_nodes("online");
+    if (syscall(SYS_get_mempolicy, &mode, mask, 4096, NULL, MPOL_F_MEMS_ALLOWED) == 0) {
+        int count = 0;
+        for (size_t w = 0; w < sizeof(mask) / sizeof(mask[0]); w++)
+            count += __builtin_popcountl(mask[w]);
+        return count;
+    }
+    FILE *status = fopen("/proc/self/status", "r");
+    char line[4096];
+    int count = -1;
+    while (status && count < 0 && fgets(line, sizeof(line), status)) {
+        if (strncmp(line, "Mems_allowed_list:", 18) != 0)
+            continue;
+        count = 0;
+        for (char *p = line + 18; *p; p++) {
+            if (*p < '0' || *p > '9')
+                continue;
+            unsigned long first = strtoul(p, &p, 10), last = first;
+            if (*p == '-')
+                last = strtoul(p + 1, &p, 10);
+            count += (int)(last - first + 1);
+            if (!*p)
+                break;
+        }
+    }
+    if (status)
+        fclose(status);
+    return count >= 0 ? count : __builtin_popcountll(sysfs_nodes("online"));
 }
 
 /* What the process may allocate from, straight from the kernel: nodes with
@@ -368,11 +393,11 @@ static void test_machine(void)
           topology_note ? (int)topology_note->len : 0, topology_note ? topology_note->buf : "");
     CHECK(!hwloc_mapped(), "HAKMEM_NUMA=off loaded hwloc");
 
-    unsigned online = hak_numa_online_nodes();
-    int in_cpuset = __builtin_popcountll(cpuset_nodes());
+    int online = __builtin_popcountll(sysfs_nodes("online"));
+    int in_cpuset = cpuset_node_count();
     unsigned long long expected = usable_nodes();
     int expected_count = __builtin_popcountll(expected);
-    printf("machine: %u nodes online, %d in the cpuset, %d usable with memory\n", online, in_cpuset,
+    printf("machine: %d nodes online, %d in the cpuset, %d usable with memory\n", online, in_cpuset,
            expected_count);
     /* Threads created before discovery is armed, so that they race it. */
     pthread_t racers[4];
@@ -381,6 +406,12 @@ static void test_machine(void)
             hard_error("pthread_create failed");
     hak_options.numa = HAK_NUMA_AUTO;
     hak_numa_init();
+    /* The SuperSlab region's parts, laid out before discovery. */
+    unsigned bound = hak_numa_node_bound();
+    unsigned expected_bound = in_cpuset <= 1              ? 1
+                              : in_cpuset < HAK_MAX_NODES ? (unsigned)in_cpuset
+                                                          : HAK_MAX_NODES;
+    CHECK(bound == expected_bound, "node bound %u with %d nodes in the cpuset", bound, in_cpuset);
     atomic_store(&racers_go, true);
     discover();
     for (int i = 0; i < 4; i++) {
@@ -396,6 +427,7 @@ static void test_machine(void)
           "an allocation nested in discovery saw more than one node");
 
     unsigned count = hak_numa_node_count();
+    CHECK(count <= bound, "discovery found %u nodes, past the bound of %u", count, bound);
     printf("%.*s", topology_note ? (int)topology_note->len : 0,
            topology_note ? topology_note->buf : "");
     if (in_cpuset <= 1) {

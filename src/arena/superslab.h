@@ -17,10 +17,10 @@
  * below a part's used keeps a SuperSlab's header.  The region is reserved
  * as big as the machine's memory (hak_os_reserve, which gives what each
  * part never used back under a limit the program sets below what the
- * process has), in as many parts as the process could allocate from nodes
- * at start-up (hak_numa_node_bound); SuperSlabs beyond a full part, those of a node past the parts,
- * and all of them under an address-space limit or on another route, are
- * mapped one by one.
+ * process has), one part per node the process could allocate from at
+ * start-up (hak_numa_node_bound); SuperSlabs beyond a full part, those of
+ * a node past the parts, and all of them under an address-space limit or
+ * on another route, are mapped one by one.
  *
  * base, parts and part_size are set once, under the lock, before any used
  * first grows; a used read with acquire above 0 comes with them set.  A

@@ -51,26 +51,6 @@ static unsigned node_bound HAK_START_UP = 1;
  * (found_note). */
 static struct hak_printer start_note HAK_START_UP = {.fd = -1};
 
-/* The nodes the process may take memory from: its cpuset's, in one
- * get_mempolicy call, which every process pays for at start-up (1 us here,
- * where reading sysfs took 15 us).  Where the kernel will not say (no NUMA
- * support, a seccomp filter that refuses the call, as container runtimes'
- * default ones do), the nodes sysfs lists online: a memory policy may be
- * refused while first touch still puts each thread's pages on its node.
- * One node here is one node for good, as discovery would find: a CPU-only
- * node takes its memory from another, and a cpuset widened later is not
- * followed. */
-static unsigned start_up_nodes(void)
-{
-    unsigned long allowed[HAK_OS_NODEMASK_WORDS];
-    if (!hak_os_allowed_memory_nodes(allowed))
-        return hak_numa_online_nodes();
-    unsigned count = 0;
-    for (size_t w = 0; w < HAK_OS_NODEMASK_WORDS; w++)
-        count += (unsigned)__builtin_popcountl(allowed[w]);
-    return count;
-}
-
 void hak_numa_init(void)
 {
     const char *why = NULL;
@@ -79,7 +59,7 @@ void hak_numa_init(void)
         why = "one node (built without NUMA support)";
     else if (hak_options.numa == HAK_NUMA_OFF)
         why = "one node (HAKMEM_NUMA=off)";
-    else if ((nodes = start_up_nodes()) <= 1)
+    else if ((nodes = hak_numa_allowed_nodes()) <= 1)
         why = "one node (the process may allocate from one)";
     else {
         node_bound = nodes < HAK_MAX_NODES ? nodes : HAK_MAX_NODES;

@@ -15,7 +15,10 @@
 #include <stdint.h>
 
 /* Start-up: counts the nodes the process may allocate from (its cpuset's
- * memory nodes), after the options are loaded.  No malloc. */
+ * memory nodes, hak_numa_allowed_nodes), after the options are loaded.  One
+ * is one for good, as discovery would have found: a node with CPUs and no
+ * memory takes its memory from another, and a cpuset widened later is not
+ * followed.  No malloc. */
 void hak_numa_init(void);
 
 /* Loads the topology, at most once per process, when hak_numa_init found

@@ -46,18 +46,6 @@ unsigned hak_numa_list_count(const char *text, size_t len)
     return count;
 }
 
-unsigned hak_numa_online_nodes(void)
-{
-    /* Long enough for the list of HAK_MAX_NODES nodes of any numbers up to
-     * four digits; a longer one is cut, which still counts more than one
-     * (the SuperSlab region then has fewer parts than nodes, and the
-     * nodes past them free through the page map). */
-    char text[1024];
-    size_t len = hak_os_read_file("/sys/devices/system/node/online", text, sizeof(text));
-    unsigned count = hak_numa_list_count(text, len);
-    return count ? count : 1;
-}
-
 /* ROOT + the parts, with "node" and a number where asked; no snprintf, which
  * may allocate. */
 /* The texts read while filling a layout: static rather than on the stack,
@@ -108,7 +96,8 @@ static size_t read_whole(const char *path, char *text, size_t size, struct hak_n
 
 /* The node list of the cpuset the process runs in, from the status file's
  * "Mems_allowed_list:" line; 0 when there is none (no cpuset support).
- * Only for a fake tree: on this machine the kernel says it directly. */
+ * For a fake tree, and on this machine where the kernel refuses
+ * get_mempolicy, which says it directly. */
 static size_t allowed_memory(const char *root, char *text, size_t size)
 {
     static const char key[] = "\nMems_allowed_list:";
@@ -127,6 +116,27 @@ static size_t allowed_memory(const char *root, char *text, size_t size)
         n = size;
     memcpy(text, line, n);
     return n;
+}
+
+unsigned hak_numa_allowed_nodes(void)
+{
+    unsigned long mask[HAK_OS_NODEMASK_WORDS];
+    if (hak_os_allowed_memory_nodes(mask)) {
+        unsigned count = 0;
+        for (size_t w = 0; w < HAK_OS_NODEMASK_WORDS; w++)
+            count += (unsigned)__builtin_popcountl(mask[w]);
+        return count ? count : 1;
+    }
+    /* The lists are long enough for HAK_MAX_NODES nodes of any numbers up
+     * to four digits; a longer one is cut, which still counts more than
+     * one (the SuperSlab region then has fewer parts than nodes, and the
+     * nodes past them free through the page map). */
+    char *list = scratch.allowed;
+    size_t len = allowed_memory("", list, sizeof(scratch.allowed));
+    if (!len) /* no cpuset support: every node online */
+        len = hak_os_read_file("/sys/devices/system/node/online", list, sizeof(scratch.allowed));
+    unsigned count = hak_numa_list_count(list, len);
+    return count ? count : 1;
 }
 
 static bool allowed_here(const unsigned long *mask, unsigned node)

@@ -1,7 +1,7 @@
-/* The kernel's own view of the NUMA nodes, read from sysfs without stdio and
- * without malloc: how many nodes are online (at process start, where the
- * kernel will not tell the cpuset's nodes), and the whole layout when hwloc
- * cannot be loaded or its answer is refused. */
+/* The kernel's own view of the NUMA nodes, read without stdio and without
+ * malloc: how many the process may allocate from (at every process start),
+ * and the whole layout when hwloc cannot be loaded or its answer is
+ * refused. */
 #ifndef HAK_SYSFS_H
 #define HAK_SYSFS_H
 
@@ -10,8 +10,14 @@
 
 struct hak_numa_layout;
 
-/* 1 on a kernel without NUMA support. */
-unsigned hak_numa_online_nodes(void);
+/* The number of nodes the process may allocate from: its cpuset's memory
+ * nodes, from one get_mempolicy call (1 us here, where reading a sysfs or
+ * procfs file took 15); where the kernel refuses the call (a seccomp
+ * filter, as container runtimes' default ones have for it), the cpuset's
+ * list in /proc/self/status, and without cpusets the nodes online.  1 on a
+ * kernel without NUMA support.  One caller at a time: its buffers are
+ * those of hak_sysfs_read_layout. */
+unsigned hak_numa_allowed_nodes(void);
 
 /* One range of a kernel list such as "0-3,8,10-11\n", from *pos on: true
  * with [*first, *last] and *pos past it, false at the first character that

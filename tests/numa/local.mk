@@ -14,6 +14,7 @@ tests_numa_numa_home_LDADD = $(PTHREAD_LIBS)
 tests_numa_large_churn_SOURCES = tests/numa/large_churn.c
 
 NUMA_GUEST_TESTS = \
+	tests/numa/guest_cpuset.sh \
 	tests/numa/guest_early.sh \
 	tests/numa/guest_first_touch.sh \
 	tests/numa/guest_hakmem_numactl.sh \
