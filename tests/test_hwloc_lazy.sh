@@ -26,11 +26,14 @@ run_probe() {
 }
 
 # The nodes the process may allocate from (its cpuset's), as hakmem counts
-# them at start-up; without cpusets, the nodes online.
+# them at start-up; without cpusets, the nodes with memory (the kernel's
+# answer then), or online.
 nodes=$(awk '/^Mems_allowed_list:/ { print $2 }' /proc/self/status 2>/dev/null)
-if [ -z "$nodes" ]; then
-    nodes=$(cat /sys/devices/system/node/online 2>/dev/null)
-fi
+for list in has_memory online; do
+    if [ -z "$nodes" ]; then
+        nodes=$(cat "/sys/devices/system/node/$list" 2>/dev/null)
+    fi
+done
 case ${nodes:-0} in
     *,* | *-*) several=yes ;;
     *) several=no ;;

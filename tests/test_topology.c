@@ -353,7 +353,7 @@ static int cpuset_node_count(void)
     }
     if (status)
         fclose(status);
-    return count >= 0 ? count : __builtin_popcountll(sysfs_nodes("online"));
+    return count > 0 ? count : __builtin_popcountll(sysfs_nodes("online"));
 }
 
 /* What the process may allocate from, straight from the kernel: nodes with

@@ -95,7 +95,9 @@ static size_t read_whole(const char *path, char *text, size_t size, struct hak_n
 }
 
 /* The node list of the cpuset the process runs in, from the status file's
- * "Mems_allowed_list:" line; 0 when there is none (no cpuset support).
+ * "Mems_allowed_list:" line; 0 when there is none (no cpuset support) or
+ * the file ran past the buffer inside it (a long Groups: line), where a
+ * cut list would count too few nodes.
  * For a fake tree, and on this machine where the kernel refuses
  * get_mempolicy, which says it directly. */
 static size_t allowed_memory(const char *root, char *text, size_t size)
@@ -112,6 +114,8 @@ static size_t allowed_memory(const char *root, char *text, size_t size)
     while (*line == ' ' || *line == '\t')
         line++;
     size_t n = strcspn(line, "\n");
+    if (!line[n] && len == sizeof(scratch.text) - 1)
+        return 0;
     if (n > size)
         n = size;
     memcpy(text, line, n);
@@ -133,7 +137,7 @@ unsigned hak_numa_allowed_nodes(void)
      * nodes past them free through the page map). */
     char *list = scratch.allowed;
     size_t len = allowed_memory("", list, sizeof(scratch.allowed));
-    if (!len) /* no cpuset support: every node online */
+    if (!len) /* no cpuset support, or no whole list: every node online */
         len = hak_os_read_file("/sys/devices/system/node/online", list, sizeof(scratch.allowed));
     unsigned count = hak_numa_list_count(list, len);
     return count ? count : 1;
