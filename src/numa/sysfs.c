@@ -95,11 +95,10 @@ static size_t read_whole(const char *path, char *text, size_t size, struct hak_n
 }
 
 /* The node list of the cpuset the process runs in, from the status file's
- * "Mems_allowed_list:" line; 0 when there is none (no cpuset support) or
- * the file ran past the buffer inside it (a long Groups: line), where a
- * cut list would count too few nodes.
- * For a fake tree, and on this machine where the kernel refuses
- * get_mempolicy, which says it directly. */
+ * "Mems_allowed_list:" line: for a fake tree, and on this machine where the
+ * kernel refuses get_mempolicy, which says it directly.  0 when there is no
+ * such line (no cpuset support) or the buffer ends inside it (a long
+ * Groups: line before it), where a cut list would count too few nodes. */
 static size_t allowed_memory(const char *root, char *text, size_t size)
 {
     static const char key[] = "\nMems_allowed_list:";
