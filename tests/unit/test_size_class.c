@@ -47,6 +47,30 @@ static void test_every_size_maps_to_smallest_fitting_class(void)
     CHECK(mismatches == 0, "%u sizes in 0..1 MiB map to a wrong class", mismatches);
 }
 
+/* posix_memalign's class for need bytes aligned to align (need >= align,
+ * as alloc_aligned asks): the smallest that serves need and whose blocks
+ * are aligned to align, where a class's blocks keep the alignment of its
+ * size (hak_class_align).  Every need, by a walk up the table that moves
+ * as need grows. */
+static void test_aligned_class_is_smallest_aligned_fit(void)
+{
+    unsigned mismatches = 0;
+    for (size_t align = 32; align <= HAK_PAGE_SIZE; align *= 2) {
+        unsigned want = 0;
+        for (size_t need = align; need <= HAK_L25_MAX; need++) {
+            while (served(want) < need || hak_class_align(want) < align)
+                want++;
+            unsigned cls = hak_aligned_class(need, align);
+            if (cls == want)
+                continue;
+            if (mismatches++ < 5)
+                CHECK(false, "aligned class of %zu B at %zu: %u (%u B), want %u (%u B)", need,
+                      align, cls, hak_class_size[cls], want, hak_class_size[want]);
+        }
+    }
+    CHECK(mismatches == 0, "%u requests got another aligned class than the smallest", mismatches);
+}
+
 static void test_table_shape(void)
 {
     for (unsigned cls = 1; cls < HAK_NUM_CLASSES; cls++)
@@ -188,6 +212,7 @@ int main(void)
 {
     unit_watchdog();
     test_every_size_maps_to_smallest_fitting_class();
+    test_aligned_class_is_smallest_aligned_fit();
     test_table_shape();
     test_range_edges();
     test_class_names();
