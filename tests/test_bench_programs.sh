@@ -99,6 +99,17 @@ if "$bench/calloc_tables" min_kb=512 max_kb=256 >/dev/null 2>&1; then
     fail "calloc_tables: accepted max_kb below min_kb"
 fi
 
+# ops = cycles; page-aligned blocks of 8-16 KiB in 64 slots, of which about
+# half are live, a byte written in each: the program checks each block's
+# alignment and exits on a misaligned one.
+check_line aligned 2000 cycles=2000 ws=64 align=4096 min=8192 max=16384
+for bad in "align=12" "align=4" "min=100 max=99"; do
+    # shellcheck disable=SC2086 # the words of $bad are separate arguments
+    if "$bench/aligned" cycles=10 $bad >/dev/null 2>&1; then
+        fail "aligned $bad: accepted"
+    fi
+done
+
 # Every page of every block is written, so a thread holding about half of 64
 # blocks averaging 544 KiB must have well over 8 MiB resident at its peak.
 check_line l25 400 threads=1 cycles=400 ws=64
