@@ -54,8 +54,8 @@ static inline uint32_t hak_class_align(unsigned cls)
     return align < HAK_PAGE_SIZE ? align : (uint32_t)HAK_PAGE_SIZE;
 }
 
-/* The classes whose blocks are HAK_CLASS_COLOUR bytes longer than a step
- * of their doubling (size_class.c): those from 8 KiB to 32 KiB. */
+/* The classes of the doublings from 8 KiB to 32 KiB, whose blocks but the
+ * powers of two are HAK_CLASS_COLOUR bytes longer than a step (size_class.c). */
 #define HAK_FIRST_COLOUR_CLASS (HAK_FIRST_MID + 12)
 #define HAK_COLOUR_CLASSES 8
 
@@ -64,17 +64,19 @@ static inline uint32_t hak_class_align(unsigned cls)
  * are aligned to the largest power of two dividing its size, up to a page,
  * since slabs and spans start page-aligned (hak_class_align).  need
  * rounded up to a multiple of align is a class's size, or lies in a class
- * whose size is a multiple of a larger power of two: the classes of a
- * doubling step by a quarter of it.  The exceptions are the colour
- * classes, 256-aligned, whose doubling's power of two is the next class
- * aligned to more: the last of its four, which lie at indices from a
- * multiple of four.  No test of the class found: where the class of need
- * was not aligned enough, aligned allocation took the power of two above,
- * a branch that a mix of sizes mispredicts (posix_memalign of 64-aligned
- * blocks of 16-271 B: 52M calls a second, tcmalloc's 86M; 80M so), and
- * up to twice the memory.  The colour classes' fix stays a branch (the empty
- * asm): as a conditional move, the cache's head waited on it (page-aligned
- * blocks of a page: 69M calls a second, 78M so, 83M before). */
+ * whose size is a multiple of a larger power of two: every multiple of 16
+ * up to 128 B is a class, and above, the classes of a doubling step by a
+ * quarter of it.  The exceptions are the colour classes, 256-aligned,
+ * whose doubling's power of two is the next class aligned to more: the
+ * last of its four, which lie at indices from a multiple of four.  No test
+ * of the class found: where the class of need was not aligned enough,
+ * aligned allocation took the power of two above, a branch that a mix of
+ * sizes mispredicts (a free and a posix_memalign of a 64-aligned block of
+ * 16-271 B: 52M a second, tcmalloc's 86M; 80M so), and a third more
+ * memory for some sizes (129-160 B at 64: 256 B, not 192).  The colour
+ * classes' fix stays a branch (the empty asm): as a conditional move, the
+ * cache's head waited on it (page-aligned blocks of a page: 69M a second,
+ * 78M so, 83M before). */
 static inline unsigned hak_aligned_class(size_t need, size_t align)
 {
     unsigned cls = hak_class_of((need + align - 1) & ~(align - 1));
