@@ -225,14 +225,18 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
     size_t request = moved_request(old, size);
     size_t large_from = size >= old + old / 2 ? REALLOC_DOUBLING_LARGE_FROM : REALLOC_LARGE_FROM;
     bool to_large = size > old && size > large_from;
-    int saved_errno = errno;
-    void *fresh = to_large ? alloc_large(size, HAK_PAGE_SIZE, false) : NULL;
+    void *fresh = NULL;
+    int saved_errno = 0;
+    if (to_large) {
+        saved_errno = errno; /* a call: only here, not in every realloc that moves */
+        fresh = alloc_large(size, HAK_PAGE_SIZE, false);
+    }
     /* Out of mappings (vm.max_map_count), a block up to 1 MiB still fits a
      * class, and the realloc succeeds as if the large path had not failed;
      * a bigger one would only ask for a mapping again. */
     if (!fresh && (!to_large || request <= HAK_L25_MAX)) {
         fresh = alloc(request);
-        if (fresh)
+        if (fresh && to_large)
             errno = saved_errno;
     }
     if (!fresh && request > size) /* no memory for the headroom: what was asked */
