@@ -58,8 +58,8 @@ const struct hak_option hak_option_table[] = {
     {"HAKMEM_MID_RING", HAK_OPT_U32, &hak_options.mid_ring,
      "free blocks a thread caches per Mid class (1-32 KiB) at first",
      "free blocks a thread caches per Mid class (1-32 KiB) at first; a class that flushes and "
-     "refills in turn grows its cache, up to 4 MiB, within 4 MiB of growth per thread for the "
-     "Mid and L25 classes up to 64 KiB",
+     "refills in turn grows its cache, up to 4 MiB, within the thread's share of 64 MiB of "
+     "growth (4-16 MiB) for the Mid and L25 classes up to 64 KiB",
      NULL},
     {"HAKMEM_L25_RING", HAK_OPT_U32, &hak_options.l25_ring,
      "free blocks a thread caches per L25 class (32 KiB-1 MiB) at first",

@@ -373,14 +373,19 @@ static uint32_t first_batch(uint32_t limit, unsigned cls)
  * the same peak RSS, since the blocks were the program's a moment before).
  *
  * Mid and L25 classes of blocks up to SPARSE_CHECK_MIN grow the same way,
- * up to CACHE_MAX_BIG_CLASS_BYTES, and by CACHE_THREAD_BIG_BYTES in all per
- * thread.  A program whose count of live blocks of such a class swings by
- * more than the first cache sends blocks home and takes them back without
- * end, and each trip costs the same whatever the block's size: a span to
- * the HotSpanBox and back, under one of its locks (mid_light: 40 KiB
- * blocks, a trip on one malloc in ten, a quarter of hakmem's instructions).
- * A freed block of these classes stays resident in the cache as it would
- * in the HotSpanBox.
+ * up to CACHE_MAX_BIG_CLASS_BYTES, and in all by the thread's share of
+ * CACHE_BIG_BYTES_ALL_THREADS, from CACHE_THREAD_BIG_MIN to
+ * CACHE_THREAD_BIG_MAX (big_cache_bound), as tcmalloc shares one budget
+ * among its thread caches.  A program whose count of live blocks of such
+ * a class swings by more than the first cache sends blocks home and takes
+ * them back without end, and each trip costs the same whatever the
+ * block's size: a span to the HotSpanBox and back, under one of its
+ * locks, and carved again (mid_light: 40 KiB blocks, a trip on one malloc
+ * in ten, a quarter of hakmem's instructions; 512 blocks of 8-32 KiB
+ * allocated, then freed, in turn: with 4 MiB a thread, the classes over
+ * 16 KiB carved a span every ten mallocs, 1.8 times tcmalloc's time; with
+ * 16 MiB, level with it).  A freed block of these classes stays resident
+ * in the cache as it would in the HotSpanBox.
  *
  * The classes of bigger blocks grow only while the program writes little
  * of them (blocks_sparse), by CACHE_THREAD_SPARSE_BYTES in all: a cached
@@ -398,7 +403,9 @@ static uint32_t first_batch(uint32_t limit, unsigned cls)
 #define CACHE_MAX_CLASS_BYTES (2048u << 10)
 #define CACHE_THREAD_BYTES (8192u << 10)
 #define CACHE_MAX_BIG_CLASS_BYTES (4u << 20)
-#define CACHE_THREAD_BIG_BYTES (4u << 20)
+#define CACHE_BIG_BYTES_ALL_THREADS (64u << 20)
+#define CACHE_THREAD_BIG_MIN (4u << 20)
+#define CACHE_THREAD_BIG_MAX (16u << 20)
 #define SPARSE_CHECK_MIN (64u << 10)
 #define CACHE_THREAD_SPARSE_BYTES (32u << 20)
 
@@ -411,6 +418,19 @@ static uint32_t cache_max(unsigned cls)
     if (max > CACHE_MAX_BLOCKS)
         max = CACHE_MAX_BLOCKS;
     return max > base ? max : base;
+}
+
+/* What the Mid and L25 caches of a thread not sparse_checked may hold
+ * together: its share of CACHE_BIG_BYTES_ALL_THREADS among the live
+ * threads, read as a class grows: a thread grown among a few keeps its
+ * caches when more start, until its classes idle (look_for_idle). */
+static uint64_t big_cache_bound(void)
+{
+    unsigned threads = atomic_load_explicit(&registry.count, memory_order_relaxed);
+    uint64_t share = CACHE_BIG_BYTES_ALL_THREADS / (threads ? threads : 1);
+    return share < CACHE_THREAD_BIG_MIN   ? CACHE_THREAD_BIG_MIN
+           : share > CACHE_THREAD_BIG_MAX ? CACHE_THREAD_BIG_MAX
+                                          : share;
 }
 
 /* Whether cls grows out of the thread's sparse bound (blocks_sparse). */
@@ -489,8 +509,8 @@ static void shrink_idle(struct hak_heap *heap, unsigned cls)
  * that served no malloc since then gives back its cached blocks and its
  * emptied current slab, as freed spans and large blocks decay: a thread
  * that took a burst of big blocks and moved on to other sizes keeps none
- * of them past two decay periods.  Mid and L25 caches (36 MiB of growth
- * per thread, their first sizes besides) kept their blocks as long as the
+ * of them past two decay periods.  Mid and L25 caches (up to 48 MiB of
+ * growth per thread, their first sizes besides) kept their blocks as long as the
  * thread lived.  The spans their blocks emptied then age in the node's
  * HotSpanBox, which this look ages too: only puts and takes of spans did;
  * so are the node's spare SuperSlabs, which a program that stopped
@@ -561,7 +581,7 @@ static bool grow(struct hak_heap *heap, unsigned cls)
     if (!hak_class_is_small(cls)) {
         bool checked = sparse_checked(cls);
         if (heap->big_cache_growth[checked] + extra >
-            (checked ? CACHE_THREAD_SPARSE_BYTES : CACHE_THREAD_BIG_BYTES))
+            (checked ? CACHE_THREAD_SPARSE_BYTES : big_cache_bound()))
             return false;
     } else if (heap->small_cache_bytes + extra > CACHE_THREAD_BYTES) {
         shrink_idle(heap, cls);
