@@ -7,7 +7,7 @@
 BENCHMARKS = bench/random_mixed bench/fixed_size bench/xthread bench/mid_large_mt \
 	bench/l25 bench/realloc_grow bench/large_blocks bench/rusage_run bench/startup_threads \
 	bench/batch_free bench/fork_churn bench/larson bench/cxx_churn bench/calloc_tables \
-	bench/aligned
+	bench/aligned bench/mid_batch
 pkglibexec_PROGRAMS = $(BENCHMARKS)
 
 BENCH_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS) -O2 -fno-builtin-malloc -fno-builtin-free \
@@ -43,6 +43,8 @@ bench_cxx_churn_CXXFLAGS = $(AM_CXXFLAGS) $(PTHREAD_CFLAGS) -O2
 bench_cxx_churn_LDADD = $(BENCH_LIBS)
 bench_calloc_tables_SOURCES = bench/calloc_tables.c bench/bench_util.h
 bench_calloc_tables_CFLAGS = $(BENCH_CFLAGS)
+bench_mid_batch_SOURCES = bench/mid_batch.c bench/bench_util.h
+bench_mid_batch_CFLAGS = $(BENCH_CFLAGS)
 bench_aligned_SOURCES = bench/aligned.c bench/bench_util.h
 bench_aligned_CFLAGS = $(BENCH_CFLAGS)
 bench_large_blocks_SOURCES = bench/large_blocks.c bench/bench_util.h

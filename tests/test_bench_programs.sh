@@ -114,6 +114,14 @@ for bad in "align=12" "align=4" "min=100 max=99" "min=0"; do
     fi
 done
 
+# ops = rounds * batch pairs.
+check_line mid_batch 30 rounds=3 batch=10
+if "$bench/mid_batch" min=100 max=99 >/dev/null 2>&1; then
+    fail "mid_batch: accepted max below min"
+elif [ $? -ne 2 ]; then
+    fail "mid_batch min=100 max=99: exit status is not 2"
+fi
+
 # Every page of every block is written, so a thread holding about half of 64
 # blocks averaging 544 KiB must have well over 8 MiB resident at its peak.
 check_line l25 400 threads=1 cycles=400 ws=64
