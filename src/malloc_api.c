@@ -234,15 +234,14 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
     /* Out of mappings (vm.max_map_count), a block up to 1 MiB still fits a
      * class, and the realloc succeeds as if the large path had not failed;
      * a bigger one would only ask for a mapping again. */
-    if (!fresh && (!to_large || request <= HAK_L25_MAX)) {
+    if (!fresh && (!to_large || request <= HAK_L25_MAX))
         fresh = alloc(request);
-        if (fresh && to_large)
-            errno = saved_errno;
-    }
     if (!fresh && request > size) /* no memory for the headroom: what was asked */
         fresh = alloc(size);
     if (!fresh)
         return NULL;
+    if (to_large)
+        errno = saved_errno;
     memcpy(fresh, ptr, size < old ? size : old);
     hak_free(ptr);
     return fresh;

@@ -58,11 +58,13 @@ static void *map_aligned(size_t size, size_t align, int prot)
     uintptr_t below = atomic_load_explicit(&aligned_hint, memory_order_relaxed);
     /* Never at address 0, where mmap_min_addr allows a mapping. */
     if (align > HAK_PAGE_SIZE && below > size && below - size >= align) {
+        int saved = errno; /* a hint taken is no error of the caller's */
         char *start = map_exactly_at((below - size) & ~(uintptr_t)(align - 1), size, prot);
         if (start) {
             atomic_store_explicit(&aligned_hint, (uintptr_t)start, memory_order_relaxed);
             return start;
         }
+        errno = saved;
     }
     size_t span = size + align - HAK_PAGE_SIZE;
     if (span < size) {
@@ -464,8 +466,11 @@ bool hak_os_free_memory_reported(const char *root)
 
 bool hak_os_map_at(void *addr, size_t size)
 {
-    if (!map_exactly_at((uintptr_t)addr, size, PROT_READ | PROT_WRITE))
+    int saved = errno; /* a range taken is no error of the caller's */
+    if (!map_exactly_at((uintptr_t)addr, size, PROT_READ | PROT_WRITE)) {
+        errno = saved;
         return false;
+    }
     hak_stat_add(HAK_STAT_MAPPED_BYTES, size);
     return true;
 }
