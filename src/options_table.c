@@ -59,7 +59,7 @@ const struct hak_option hak_option_table[] = {
      "free blocks a thread caches per Mid class (1-32 KiB) at first",
      "free blocks a thread caches per Mid class (1-32 KiB) at first; a class that flushes and "
      "refills in turn grows its cache, up to 4 MiB, within the thread's share of 64 MiB of "
-     "growth (4-16 MiB) for the Mid and L25 classes up to 64 KiB",
+     "growth among the live threads (4-16 MiB) for the Mid and L25 classes up to 64 KiB",
      NULL},
     {"HAKMEM_L25_RING", HAK_OPT_U32, &hak_options.l25_ring,
      "free blocks a thread caches per L25 class (32 KiB-1 MiB) at first",

@@ -374,9 +374,12 @@ static uint32_t first_batch(uint32_t limit, unsigned cls)
  *
  * Mid and L25 classes of blocks up to SPARSE_CHECK_MIN grow the same way,
  * up to CACHE_MAX_BIG_CLASS_BYTES, and in all by the thread's share of
- * CACHE_BIG_BYTES_ALL_THREADS, from CACHE_THREAD_BIG_MIN to
- * CACHE_THREAD_BIG_MAX (big_cache_bound), as tcmalloc shares one budget
- * among its thread caches.  A program whose count of live blocks of such
+ * CACHE_BIG_BYTES_ALL_THREADS among the live threads, from
+ * CACHE_THREAD_BIG_MIN to CACHE_THREAD_BIG_MAX (big_cache_bound); a class
+ * that flushes while its thread holds more than its share, as when more
+ * threads started since it grew, goes back to its first size
+ * (flush_half), so that the budget stays one for the process but for the
+ * classes that idle (look_for_idle) and the floor.  A program whose count of live blocks of such
  * a class swings by more than the first cache sends blocks home and takes
  * them back without end, and each trip costs the same whatever the
  * block's size: a span to the HotSpanBox and back, under one of its
@@ -420,10 +423,9 @@ static uint32_t cache_max(unsigned cls)
     return max > base ? max : base;
 }
 
-/* What the Mid and L25 caches of a thread not sparse_checked may hold
- * together: its share of CACHE_BIG_BYTES_ALL_THREADS among the live
- * threads, read as a class grows: a thread grown among a few keeps its
- * caches when more start, until its classes idle (look_for_idle). */
+/* What the caches of a thread's Mid and L25 classes that are not
+ * sparse_checked may grow by beyond their first sizes, in all: its share
+ * of CACHE_BIG_BYTES_ALL_THREADS among the live threads. */
 static uint64_t big_cache_bound(void)
 {
     unsigned threads = atomic_load_explicit(&registry.count, memory_order_relaxed);
@@ -510,8 +512,8 @@ static void shrink_idle(struct hak_heap *heap, unsigned cls)
  * emptied current slab, as freed spans and large blocks decay: a thread
  * that took a burst of big blocks and moved on to other sizes keeps none
  * of them past two decay periods.  Mid and L25 caches (up to 48 MiB of
- * growth per thread, their first sizes besides) kept their blocks as long as the
- * thread lived.  The spans their blocks emptied then age in the node's
+ * growth per thread, their first sizes besides) kept their blocks as long
+ * as the thread lived.  The spans their blocks emptied then age in the node's
  * HotSpanBox, which this look ages too: only puts and takes of spans did;
  * so are the node's spare SuperSlabs, which a program that stopped
  * freeing small blocks would otherwise keep.
@@ -1049,6 +1051,9 @@ static void flush_half(struct hak_heap *heap, unsigned cls)
         if (grow(heap, cls))
             return; /* room for more now */
     }
+    if (!hak_class_is_small(cls) && !sparse_checked(cls) &&
+        heap->big_cache_growth[false] > big_cache_bound())
+        set_limit(heap, cls, cache_limit(cls)); /* more threads since it grew */
     look_for_idle(heap, cls);
     /* A thread that frees blocks other threads of its node allocated,
      * from SuperSlabs made since it last took a slab, frees them through

@@ -2,10 +2,11 @@
  * up to 64 KiB doubles its cache at every turn, up to 4 MiB of blocks, and
  * the growth of all of a thread's caches of such classes stays within its
  * share of 64 MiB among the live threads, from 4 MiB to 16 MiB: 16 with
- * two threads, 4 with 34.  A class of bigger blocks grows the same way while the program
- * writes a little of each block, within 32 MiB for all of them; it keeps
- * its first size while the program writes them whole, and goes back to it
- * once the program starts to.
+ * two threads, 8 with eight, 4 with 34; a thread grown among two gives
+ * its growth back, class by class as they flush, once sixteen live.  A class of bigger blocks grows
+ * the same way while the program writes a little of each block, within 32 MiB for all of them; it
+ * keeps its first size while the program writes them whole, and goes back to it once the program
+ * starts to.
  *
  * Idle caches give their blocks back: with HAKMEM_DECAY_MS at 20 ms, a
  * thread that churns 64 B blocks (refills and flushes, which look at the
@@ -150,23 +151,26 @@ static void churn_dense_classes(void)
         churn(dense_sizes[i]);
 }
 
-/* What the caches of blocks up to 64 KiB grew by: within bound, and near
- * it, since a doubling adds 2 MiB at most: the bound stopped them. */
-static void check_dense_bound(uint64_t bound)
+/* What the caches of the classes over SPARSE_MIN, or of the others, grew
+ * by: within bound, and near it, since a doubling adds 2 MiB at most (4 MiB
+ * for a class): the bound stopped them, not the churn. */
+static void check_growth_bound(bool sparse_classes, uint64_t bound)
 {
-    uint64_t grown = growth_bytes(false);
-    CHECK(grown <= bound, "the caches of blocks up to 64 KiB grew by %llu bytes, past %llu",
+    const char *which = sparse_classes ? "over 64 KiB" : "up to 64 KiB";
+    uint64_t grown = growth_bytes(sparse_classes);
+    CHECK(grown <= bound, "the caches of blocks %s grew by %llu bytes, past %llu", which,
           (unsigned long long)grown, (unsigned long long)bound);
-    CHECK(grown > bound - 2 * MiB,
-          "the caches of blocks up to 64 KiB grew by only %llu bytes, short of their %llu",
-          (unsigned long long)grown, (unsigned long long)bound);
-    printf("  classes up to 64 KiB: %llu bytes of growth\n", (unsigned long long)grown);
+    CHECK(grown > bound - 2 * MiB, "the caches of blocks %s grew by only %llu bytes, short of %llu",
+          which, (unsigned long long)grown, (unsigned long long)bound);
+    printf("  classes %s: %llu bytes of growth\n", which, (unsigned long long)grown);
 }
 
-enum { PARKED_THREADS = 32 };
+/* Threads with a heap of their own each, alive until release_parked. */
+enum { MAX_PARKED = 32 };
+static pthread_t parked_threads[MAX_PARKED];
+static int parked_count;
 static pthread_barrier_t parked;
 
-/* A thread with a heap of its own, alive until the barrier lets it go. */
 static void *park(void *arg)
 {
     (void)arg;
@@ -177,30 +181,59 @@ static void *park(void *arg)
     return NULL;
 }
 
-/* Among 34 live threads a thread's share of 64 MiB is under the 4 MiB
- * floor: its caches of blocks up to 64 KiB grow by 4 MiB in all. */
-static void *crowded_body(void *arg)
+static void park_threads(int count)
+{
+    if (pthread_barrier_init(&parked, NULL, (unsigned)count + 1) != 0)
+        hard_error("pthread_barrier_init failed");
+    parked_count = count;
+    for (int i = 0; i < count; i++)
+        unit_thread_start(&parked_threads[i], park, NULL);
+    pthread_barrier_wait(&parked); /* every one has its heap */
+}
+
+static void release_parked(void)
+{
+    pthread_barrier_wait(&parked);
+    for (int i = 0; i < parked_count; i++)
+        unit_thread_join(parked_threads[i]);
+    pthread_barrier_destroy(&parked);
+}
+
+/* A thread of two, main's the other, grows its caches of blocks up to
+ * 64 KiB by 16 MiB; once 14 more live, its share of 64 MiB is 4 MiB, and
+ * each class that flushes gives its growth back. */
+static void *shrinking_body(void *arg)
 {
     (void)arg;
     hak_options.decay_ms = UINT64_MAX;
     churn_dense_classes();
-    check_dense_bound(4 * MiB);
+    check_growth_bound(false, 16 * MiB);
+    park_threads(14);
+    churn_dense_classes();
+    check_growth_bound(false, 4 * MiB);
+    release_parked();
     return NULL;
 }
 
-static void check_crowded_share(void)
+/* parked more threads, besides main's and this one. */
+static void *crowded_body(void *arg)
 {
-    pthread_t threads[PARKED_THREADS], crowded;
-    pthread_barrier_init(&parked, NULL, PARKED_THREADS + 1);
-    for (int i = 0; i < PARKED_THREADS; i++)
-        unit_thread_start(&threads[i], park, NULL);
-    pthread_barrier_wait(&parked);
-    unit_thread_start(&crowded, crowded_body, NULL);
+    uint64_t bound = *(const uint64_t *)arg;
+    hak_options.decay_ms = UINT64_MAX;
+    churn_dense_classes();
+    check_growth_bound(false, bound);
+    return NULL;
+}
+
+/* With 8 live threads a thread's share is 8 MiB; with 34 it would be
+ * under the floor of 4 MiB. */
+static void check_crowded_share(int parked_more, uint64_t bound)
+{
+    pthread_t crowded;
+    park_threads(parked_more);
+    unit_thread_start(&crowded, crowded_body, &bound);
     unit_thread_join(crowded);
-    pthread_barrier_wait(&parked);
-    for (int i = 0; i < PARKED_THREADS; i++)
-        unit_thread_join(threads[i]);
-    pthread_barrier_destroy(&parked);
+    release_parked();
 }
 
 static void *body(void *arg)
@@ -235,15 +268,7 @@ static void *body(void *arg)
     if (unbounded <= SPARSE_BOUND)
         hard_error("the classes churned would not pass %llu bytes unbounded",
                    (unsigned long long)SPARSE_BOUND);
-    CHECK(growth_bytes(true) <= SPARSE_BOUND,
-          "the caches of blocks over 64 KiB grew by %llu bytes, past their %llu",
-          (unsigned long long)growth_bytes(true), (unsigned long long)SPARSE_BOUND);
-    printf("  classes over 64 KiB: %llu bytes of growth\n", (unsigned long long)growth_bytes(true));
-    /* A doubling adds 2 MiB at most (4 MiB for a class): the bound stopped
-     * them, not the churn. */
-    CHECK(growth_bytes(true) > SPARSE_BOUND - 2 * MiB,
-          "the caches of blocks over 64 KiB grew by only %llu bytes, short of their %llu",
-          (unsigned long long)growth_bytes(true), (unsigned long long)SPARSE_BOUND);
+    check_growth_bound(true, SPARSE_BOUND);
 
     /* The classes up to 64 KiB grow within a bound of their own, 16 MiB
      * for a thread of two (this one and main's), which these classes would
@@ -252,7 +277,7 @@ static void *body(void *arg)
     check_grows(40000);
     check_grows(9000);
     churn_dense_classes();
-    check_dense_bound(16 * MiB);
+    check_growth_bound(false, 16 * MiB);
 
     /* Written whole, their caches go back to their first sizes; another
      * class written whole from the start never grows.  Rounds enough for
@@ -281,8 +306,14 @@ int main(void)
         hard_error("prctl(PR_SET_THP_DISABLE) failed");
     /* A thread of its own: a fresh heap, whatever the start-up allocated. */
     pthread_t thread;
+    /* main's heap, which the shares below count. */
+    void *volatile block = malloc(64);
+    free(block);
     unit_thread_start(&thread, body, NULL);
     unit_thread_join(thread);
-    check_crowded_share();
+    unit_thread_start(&thread, shrinking_body, NULL);
+    unit_thread_join(thread);
+    check_crowded_share(6, 8 * MiB);
+    check_crowded_share(32, 4 * MiB);
     return test_result("test_cache_growth");
 }
