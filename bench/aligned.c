@@ -53,7 +53,7 @@ int main(int argc, char **argv)
         .min = (size_t)params[3].value,
         .span = (size_t)(params[4].value - params[3].value + 1),
     };
-    uint32_t state = (uint32_t)params[5].value;
+    uint32_t state = bench_seed(argv[0], params[5].value);
     if ((shape.align & (shape.align - 1)) != 0 || shape.align % sizeof(void *) != 0) {
         fprintf(stderr, "%s: align must be a power of two and a multiple of %zu\n", argv[0],
                 sizeof(void *));
@@ -61,10 +61,6 @@ int main(int argc, char **argv)
     }
     if (params[4].value < params[3].value) {
         fprintf(stderr, "%s: max must be at least min\n", argv[0]);
-        return 2;
-    }
-    if (state == 0) {
-        fprintf(stderr, "%s: seed must not be 0 modulo 2^32 (xorshift would stay at 0)\n", argv[0]);
         return 2;
     }
 

@@ -122,6 +122,18 @@ static inline uint32_t bench_xorshift32(uint32_t *state)
     return x;
 }
 
+/* A seed parameter as xorshift32's state: exits with status 2 where it is
+ * 0 modulo 2^32, from which xorshift would never move. */
+static inline uint32_t bench_seed(const char *program, long value)
+{
+    uint32_t seed = (uint32_t)value;
+    if (seed == 0) {
+        fprintf(stderr, "%s: seed must not be 0 modulo 2^32 (xorshift would stay at 0)\n", program);
+        exit(2);
+    }
+    return seed;
+}
+
 /* Touches one byte in every page and the last byte, as a program filling the
  * block would, so that page faults are counted. */
 static inline void bench_touch_pages(void *block, size_t size, unsigned char value)

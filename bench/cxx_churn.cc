@@ -91,11 +91,7 @@ int main(int argc, char **argv)
     size_t count = sizeof(params) / sizeof(params[0]);
 
     bench_parse_args(argc, argv, params, count);
-    uint32_t seed = static_cast<uint32_t>(params[3].value);
-    if (seed == 0) {
-        fprintf(stderr, "%s: seed must not be 0 modulo 2^32\n", argv[0]);
-        return 2;
-    }
+    uint32_t seed = bench_seed(argv[0], params[3].value);
     std::vector<Churner> churners;
     for (long t = 0; t < params[2].value; t++) {
         uint32_t thread_seed = seed + 0x9E3779B9u * static_cast<uint32_t>(t);

@@ -18,13 +18,9 @@ int main(int argc, char **argv)
     long batch = params[1].value;
     size_t min = (size_t)params[2].value;
     size_t span = (size_t)(params[3].value - params[2].value + 1);
-    uint32_t state = (uint32_t)params[4].value;
+    uint32_t state = bench_seed(argv[0], params[4].value);
     if (params[3].value < params[2].value) {
         fprintf(stderr, "%s: max must be at least min\n", argv[0]);
-        return 2;
-    }
-    if (state == 0) {
-        fprintf(stderr, "%s: seed must not be 0 modulo 2^32 (xorshift would stay at 0)\n", argv[0]);
         return 2;
     }
 

@@ -36,11 +36,7 @@ int main(int argc, char **argv)
     bench_parse_args(argc, argv, params, count);
     long cycles = params[0].value;
     uint32_t ws = (uint32_t)params[1].value;
-    uint32_t state = (uint32_t)params[2].value;
-    if (state == 0) {
-        fprintf(stderr, "%s: seed must not be 0 modulo 2^32 (xorshift would stay at 0)\n", argv[0]);
-        return 2;
-    }
+    uint32_t state = bench_seed(argv[0], params[2].value);
 
     unsigned char **slots = bench_xcalloc(ws, sizeof(*slots));
     run_cycles(slots, ws, cycles / 10, &state);

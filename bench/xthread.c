@@ -90,15 +90,11 @@ int main(int argc, char **argv)
     size_t count = sizeof(params) / sizeof(params[0]);
 
     bench_parse_args(argc, argv, params, count);
-    uint32_t seed = (uint32_t)params[2].value;
+    uint32_t seed = bench_seed(argv[0], params[2].value);
     uint32_t min = (uint32_t)params[3].value;
     uint32_t max = (uint32_t)params[4].value;
     long pairs = params[5].value;
     long depth = params[6].value;
-    if (seed == 0) {
-        fprintf(stderr, "%s: seed must not be 0 modulo 2^32\n", argv[0]);
-        return 2;
-    }
     if (max < min) {
         fprintf(stderr, "%s: max must not be below min\n", argv[0]);
         return 2;

@@ -137,7 +137,7 @@ for bad in "xthread min=100 max=99" "larson min=100 max=99" "larson slots=0" \
     fi
 done
 
-for bad in "ws=0" "cycles=abc" "colour=3" "1 2 3 4"; do
+for bad in "ws=0" "cycles=abc" "colour=3" "1 2 3 4" "seed=4294967296"; do
     # shellcheck disable=SC2086 # the words of $bad are separate arguments
     if "$bench/random_mixed" $bad >/dev/null 2>"$out/stderr"; then
         fail "random_mixed $bad: accepted"
