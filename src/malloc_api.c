@@ -208,7 +208,11 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
         refuse_foreign("realloc of a pointer hakmem never handed out:", ptr);
     if (chunk->kind == HAK_CHUNK_LARGE) {
         struct hak_large *large = (struct hak_large *)chunk;
+        /* A mapping refused or retried smaller on the way is no error of
+         * the caller's, whether the block grows or moves after. */
+        int saved = errno;
         void *resized = ptr == hak_large_block(large) ? hak_large_resize(large, size) : NULL;
+        errno = saved;
         if (resized)
             return resized;
     }
@@ -240,7 +244,7 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
         fresh = alloc(size);
     if (!fresh)
         return NULL;
-    if (to_large)
+    if (to_large) /* a success shows no error of the attempts that failed */
         errno = saved_errno;
     memcpy(fresh, ptr, size < old ? size : old);
     hak_free(ptr);

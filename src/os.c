@@ -466,7 +466,7 @@ bool hak_os_free_memory_reported(const char *root)
 
 bool hak_os_map_at(void *addr, size_t size)
 {
-    int saved = errno; /* a range taken is no error of the caller's */
+    int saved = errno; /* a refusal here is no error of the caller's */
     if (!map_exactly_at((uintptr_t)addr, size, PROT_READ | PROT_WRITE)) {
         errno = saved;
         return false;

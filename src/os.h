@@ -92,7 +92,8 @@ bool hak_os_free_memory_reported(const char *root);
  * where the clock is too coarse to tell. */
 uint64_t hak_os_small_page_fault_ns(void);
 /* Maps [addr, addr + size) where that address space is free (to extend a
- * mapping in place); false when some of it is taken. */
+ * mapping in place); false when it cannot (some of it taken, or out of
+ * memory), errno then as it was: the caller tries elsewhere. */
 bool hak_os_map_at(void *addr, size_t size);
 /* Moves the pages of [src, src + size) over dst, a mapping of ours which
  * they replace, without copying or faulting them in again; src is then
