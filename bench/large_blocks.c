@@ -26,7 +26,7 @@ int main(int argc, char **argv)
     size_t live = (size_t)params[1].value;
     size_t min_size = (size_t)params[2].value << 20;
     size_t max_size = (size_t)params[3].value << 20;
-    uint32_t state = (uint32_t)params[4].value;
+    uint32_t state = bench_seed(argv[0], params[4].value);
     if (max_size < min_size) {
         fprintf(stderr, "%s: max_mb must be at least min_mb\n", argv[0]);
         return 2;

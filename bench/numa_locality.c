@@ -175,6 +175,7 @@ static void *run_worker(void *argument)
 int main(int argc, char **argv)
 {
     bench_parse_args(argc, argv, params, sizeof params / sizeof params[0]);
+    bench_seed(argv[0], params[SEED].value); /* worker 0's state */
     if (!numa_discover(&machine))
         return 1;
     for (int i = 0; i < machine.node_count; i++) {

@@ -377,9 +377,11 @@ static uint32_t first_batch(uint32_t limit, unsigned cls)
  * CACHE_BIG_BYTES_ALL_THREADS among the live threads, from
  * CACHE_THREAD_BIG_MIN to CACHE_THREAD_BIG_MAX (big_cache_bound); a class
  * that flushes while its thread holds more than its share, as when more
- * threads started since it grew, goes back to its first size
- * (flush_half), so that the budget stays one for the process but for the
- * classes that idle (look_for_idle) and the floor.  A program whose count of live blocks of such
+ * threads started since it grew, shrinks by the excess
+ * (limit_within_share).  Past the floor, what the process's threads hold
+ * together stays within the budget but for classes that keep their blocks
+ * without flushing: those that idle until the decay (look_for_idle), and
+ * threads that stopped allocating.  A program whose count of live blocks of such
  * a class swings by more than the first cache sends blocks home and takes
  * them back without end, and each trip costs the same whatever the
  * block's size: a span to the HotSpanBox and back, under one of its
@@ -1042,8 +1044,25 @@ void hak_heap_flush_plain(void *block, size_t cls, struct hak_slab *slab)
     hak_heap_flush(block, cls, slab);
 }
 
+/* The capacity cls keeps at a flush: less by what its thread's Mid and
+ * L25 caches grew past its share (big_cache_bound), which falls as more
+ * threads start; no less than its first size.  Only by the excess, so
+ * that a thread count that swings costs a class a little of its cache,
+ * not all of its growth. */
+static uint32_t limit_within_share(const struct hak_heap *heap, unsigned cls)
+{
+    uint32_t limit = heap->limit[cls];
+    uint64_t growth = heap->big_cache_growth[false], bound = big_cache_bound();
+    if (hak_class_is_small(cls) || sparse_checked(cls) || growth <= bound)
+        return limit;
+    uint32_t size = hak_class_size[cls], first = cache_limit(cls);
+    uint64_t excess = (growth - bound + size - 1) / size;
+    return limit - first > excess ? limit - (uint32_t)excess : first;
+}
+
 /* The cache's older half leaves it, in runs (flush_list); the first flush
- * after refills may grow the cache instead. */
+ * after refills may grow the cache instead, and a Mid or L25 class of a
+ * thread past its share shrinks first (limit_within_share). */
 static void flush_half(struct hak_heap *heap, unsigned cls)
 {
     if (!heap->flushed_last[cls]) {
@@ -1051,16 +1070,15 @@ static void flush_half(struct hak_heap *heap, unsigned cls)
         if (grow(heap, cls))
             return; /* room for more now */
     }
-    if (!hak_class_is_small(cls) && !sparse_checked(cls) &&
-        heap->big_cache_growth[false] > big_cache_bound())
-        set_limit(heap, cls, cache_limit(cls)); /* more threads since it grew */
+    /* Idle classes give their blocks back before this one shrinks. */
     look_for_idle(heap, cls);
     /* A thread that frees blocks other threads of its node allocated,
      * from SuperSlabs made since it last took a slab, frees them through
      * the page map until it looks again. */
     see_region_part(heap->thread);
+    uint32_t limit = limit_within_share(heap, cls);
     /* Keep the most recently freed half: it is the one still in cache. */
-    uint32_t keep = heap->limit[cls] / 2;
+    uint32_t keep = limit / 2;
     heap->stats[cls].flushes++;
     void *list;
     if (keep == 0) {
@@ -1073,7 +1091,11 @@ static void flush_half(struct hak_heap *heap, unsigned cls)
         list = hak_link_get(last);
         hak_link_set(last, HAK_LIST_END);
     }
+    /* Room for the old capacity, then the new: room never passes below 0
+     * for hak_heap_usage to read. */
     heap->thread->room[cls] = heap->limit[cls] - keep;
+    if (limit != heap->limit[cls])
+        set_limit(heap, cls, limit);
     flush_list(heap, list);
 }
 

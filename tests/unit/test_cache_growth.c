@@ -2,11 +2,12 @@
  * up to 64 KiB doubles its cache at every turn, up to 4 MiB of blocks, and
  * the growth of all of a thread's caches of such classes stays within its
  * share of 64 MiB among the live threads, from 4 MiB to 16 MiB: 16 with
- * two threads, 8 with eight, 4 with 34; a thread grown among two gives
- * its growth back, class by class as they flush, once sixteen live.  A class of bigger blocks grows
- * the same way while the program writes a little of each block, within 32 MiB for all of them; it
- * keeps its first size while the program writes them whole, and goes back to it once the program
- * starts to.
+ * two threads, 8 with eight, 4 with 34; a thread grown among two shrinks
+ * to its share, class by class as they flush, once sixteen live.  A class
+ * of bigger blocks grows the same way while the program writes a little
+ * of each block, within 32 MiB for all of them; it keeps its first size
+ * while the program writes them whole, and goes back to it once the
+ * program starts to.
  *
  * Idle caches give their blocks back: with HAKMEM_DECAY_MS at 20 ms, a
  * thread that churns 64 B blocks (refills and flushes, which look at the
@@ -183,6 +184,8 @@ static void *park(void *arg)
 
 static void park_threads(int count)
 {
+    if (count > MAX_PARKED)
+        hard_error("%d threads to park, past %d", count, MAX_PARKED);
     if (pthread_barrier_init(&parked, NULL, (unsigned)count + 1) != 0)
         hard_error("pthread_barrier_init failed");
     parked_count = count;
@@ -201,7 +204,7 @@ static void release_parked(void)
 
 /* A thread of two, main's the other, grows its caches of blocks up to
  * 64 KiB by 16 MiB; once 14 more live, its share of 64 MiB is 4 MiB, and
- * each class that flushes gives its growth back. */
+ * each class that flushes shrinks by what the thread holds past it. */
 static void *shrinking_body(void *arg)
 {
     (void)arg;
@@ -215,7 +218,8 @@ static void *shrinking_body(void *arg)
     return NULL;
 }
 
-/* parked more threads, besides main's and this one. */
+/* A thread among others parked, besides main's: its caches of blocks up
+ * to 64 KiB grow by *arg bytes, its share. */
 static void *crowded_body(void *arg)
 {
     uint64_t bound = *(const uint64_t *)arg;
