@@ -381,9 +381,9 @@ static uint32_t first_batch(uint32_t limit, unsigned cls)
  * (limit_within_share).  Past the floor, what the process's threads hold
  * together stays within the budget but for classes that keep their blocks
  * without flushing: those that idle until the decay (look_for_idle), and
- * threads that stopped allocating.  A program whose count of live blocks of such
- * a class swings by more than the first cache sends blocks home and takes
- * them back without end, and each trip costs the same whatever the
+ * threads that stopped allocating.  A program whose count of live blocks
+ * of such a class swings by more than the first cache sends blocks home
+ * and takes them back without end, and each trip costs the same whatever the
  * block's size: a span to the HotSpanBox and back, under one of its
  * locks, and carved again (mid_light: 40 KiB blocks, a trip on one malloc
  * in ten, a quarter of hakmem's instructions; 512 blocks of 8-32 KiB
@@ -515,10 +515,10 @@ static void shrink_idle(struct hak_heap *heap, unsigned cls)
  * that took a burst of big blocks and moved on to other sizes keeps none
  * of them past two decay periods.  Mid and L25 caches (up to 48 MiB of
  * growth per thread, their first sizes besides) kept their blocks as long
- * as the thread lived.  The spans their blocks emptied then age in the node's
- * HotSpanBox, which this look ages too: only puts and takes of spans did;
- * so are the node's spare SuperSlabs, which a program that stopped
- * freeing small blocks would otherwise keep.
+ * as the thread lived.  The spans their blocks emptied then age in the
+ * node's HotSpanBox, which this look ages too: only puts and takes of
+ * spans did; so are the node's spare SuperSlabs, which a program that
+ * stopped freeing small blocks would otherwise keep.
  * It also gives back the SuperSlab region's unused reservation where a
  * limit the program set since keeps the process over it (os.h).
  * A thread that stops allocating altogether keeps its caches until it
@@ -1053,9 +1053,9 @@ static uint32_t limit_within_share(const struct hak_heap *heap, unsigned cls)
 {
     uint32_t limit = heap->limit[cls];
     uint64_t growth = heap->big_cache_growth[false], bound = big_cache_bound();
-    if (hak_class_is_small(cls) || sparse_checked(cls) || growth <= bound)
-        return limit;
     uint32_t size = hak_class_size[cls], first = cache_limit(cls);
+    if (hak_class_is_small(cls) || sparse_checked(cls) || growth <= bound || limit <= first)
+        return limit;
     uint64_t excess = (growth - bound + size - 1) / size;
     return limit - first > excess ? limit - (uint32_t)excess : first;
 }
