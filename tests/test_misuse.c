@@ -3,7 +3,7 @@
  * process with hakmem's message naming the fault and the address on stderr
  * and SIGABRT; a write onto a level-2 guard page ends it with SIGSEGV at the
  * guard's first byte.  Level 0 stores free-list links plain, level 1 encodes
- * them.
+ * them, and no level leaves either in a block it hands out.
  *
  * Every case runs in a fresh process of its own (this program run again as
  * "test_misuse CASE", with HAKMEM_HARDEN set), so that the blocks it uses
@@ -323,6 +323,43 @@ static void links(int want_plain)
     _exit((link == first) == want_plain ? EXIT_SUCCESS : EXIT_FAILURE);
 }
 
+/* Whether block shows either word of the free list it came from. */
+static bool shows_free_list(const void *block)
+{
+    const uintptr_t *words = fault_ptr((void *)block);
+    return words[0] != 0 || words[1] != 0;
+}
+
+/* No block handed out shows its free-list words: its link would give the
+ * key away (the key XOR the address the next malloc returns), plain it
+ * gives addresses.  Blocks fresh from their slab or span, then the same
+ * blocks again from the cache, with posix_memalign's among them, in small,
+ * Mid and L25 classes; each is written whole before it is freed. */
+static void handed_out_clean(void)
+{
+    static const size_t sizes[] = {16, 64, SMALL_SIZE, 1024, MID_SIZE, 32 * KiB, L25_SIZE};
+    enum { BLOCKS = 200, ROUNDS = 3 };
+    static void *blocks[BLOCKS];
+    int shown = 0;
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        for (int round = 0; round < ROUNDS; round++) {
+            for (int i = 0; i < BLOCKS; i++) {
+                void *block = NULL;
+                if (i % 4 == 3 && posix_memalign(&block, 64, opaque_size(sizes[s])) != 0)
+                    _exit(EXIT_HARD_ERROR);
+                if (block == NULL && (block = malloc(opaque_size(sizes[s]))) == NULL)
+                    _exit(EXIT_HARD_ERROR);
+                shown += shows_free_list(block);
+                memset(block, 0x5a, sizes[s]);
+                blocks[i] = block;
+            }
+            for (int i = 0; i < BLOCKS; i++)
+                free(blocks[i]);
+        }
+    }
+    _exit(shown == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+}
+
 static void run_case(const char *name)
 {
     if (!strcmp(name, "double_free_small")) {
@@ -440,6 +477,8 @@ static void run_case(const char *name)
         links(1);
     } else if (!strcmp(name, "links_encoded")) {
         links(0);
+    } else if (!strcmp(name, "handed_out_clean")) {
+        handed_out_clean();
     } else {
         fprintf(stderr, "unknown case %s\n", name);
         _exit(EXIT_HARD_ERROR);
@@ -491,6 +530,9 @@ static const struct misuse_case cases[] = {
      NULL},
     {"links_encoded", "1", 0, NULL, NULL},
     {"links_plain", "0", 0, NULL, NULL},
+    {"handed_out_clean", "0", 0, NULL, NULL},
+    {"handed_out_clean", "1", 0, NULL, NULL},
+    {"handed_out_clean", "2", 0, NULL, NULL},
     {"double_free_small", "2", SIGABRT, "double free of", "class C7"},
     {"double_free_l25", "2", SIGABRT, "double free of", "class L6"},
     {"double_free_large", "2", SIGABRT, "double free of", "large block"},

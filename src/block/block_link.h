@@ -103,8 +103,13 @@ static inline void hak_block_tag_free(void *block)
     ((uintptr_t *)block)[1] = hak_link_keys.free_tag;
 }
 
-static inline void hak_block_untag(void *block)
+/* A block handed out keeps neither word of the free list: its tag would
+ * make a free of it a double free, and its link, which the program can read
+ * before it writes the block, would give the key away (the key XOR the
+ * address that the next malloc of the class returns). */
+static inline void hak_block_clear_free_words(void *block)
 {
+    ((uintptr_t *)block)[0] = 0;
     ((uintptr_t *)block)[1] = 0;
 }
 

@@ -825,7 +825,7 @@ static void *alloc_checked(struct hak_heap *heap, unsigned cls, size_t size)
     if (quarantine_pages(slab))
         hak_os_unguard((char *)block + HAK_PAGE_SIZE, slab->block_size - HAK_PAGE_SIZE);
     check_below(heap, slab, block);
-    hak_block_untag(block);
+    hak_block_clear_free_words(block);
     hak_canary_set(block, hak_class_size[fit], size);
     hak_memcheck_malloclike(block, size, false);
     return block;
@@ -888,7 +888,7 @@ static void *refill(struct hak_heap *heap, size_t size, unsigned cls)
     heap->thread->head[cls] = hak_link_next(block);
     heap->thread->room[cls] -= taken - 1;
     heap->thread->allocs[cls]++;
-    hak_block_untag(block);
+    hak_block_clear_free_words(block);
     return block;
 }
 
@@ -906,8 +906,9 @@ void *hak_heap_refill(size_t size, size_t cls)
 
 /* A span of its own for the one block of an L25 class, past the cache and
  * the class's slabs with free blocks, which the caller found it has none
- * of; *fresh: its pages were never handed out, and are zero but for the
- * link and tag carving wrote.  NULL when the backend has no memory. */
+ * of; *fresh: its pages were never handed out, and are zero (carving
+ * wrote only the two words handing the block out clears).  NULL when the
+ * backend has no memory. */
 static void *block_of_own_span(struct hak_heap *heap, unsigned cls, bool *fresh)
 {
     struct hak_slab *slab = fresh_slab(heap, cls);
@@ -927,7 +928,7 @@ static void *block_of_own_span(struct hak_heap *heap, unsigned cls, bool *fresh)
     slab->state = HAK_STATE_FULL;
     list_push(&heap->full[cls], slab);
     heap->thread->allocs[cls]++;
-    hak_block_untag(block);
+    hak_block_clear_free_words(block);
     return block;
 }
 
@@ -966,8 +967,8 @@ void *hak_heap_alloc_zeroed(size_t size, size_t cls)
     }
     if (!block)
         block = refill(heap, size, cls);
-    if (block)
-        memset(block, 0, fresh ? 2 * sizeof(uintptr_t) : size);
+    if (block && !fresh)
+        memset(block, 0, size);
     return block;
 }
 

@@ -132,7 +132,7 @@ static inline void *hak_heap_take(struct hak_thread *self, size_t cls, void *blo
     /* The next malloc of the class reads that block's link: fetched now,
      * while the program works, it waits on no cache miss then. */
     __builtin_prefetch((void *)next);
-    hak_block_untag(block);
+    hak_block_clear_free_words(block);
     self->room[cls]++;
 #if defined(__x86_64__)
     /* Added to in memory at its own index: from the C, GCC put the head's
