@@ -110,6 +110,9 @@
 #define HAK_L25_MAX (1024 * 1024)
 #define HAK_NUM_CLASSES (HAK_SMALL_CLASSES + HAK_MID_CLASSES + HAK_L25_CLASSES)
 #define HAK_FIRST_MID HAK_SMALL_CLASSES
+/* A SuperSlab page's class (struct hak_superslab) where no block of a live
+ * slab starts. */
+#define HAK_NO_SMALL_CLASS HAK_SMALL_CLASSES
 #define HAK_FIRST_L25 (HAK_SMALL_CLASSES + HAK_MID_CLASSES)
 
 enum hak_chunk_kind {
@@ -252,10 +255,11 @@ struct hak_superslab {
     uint32_t used_slabs;
     uint64_t emptied_ms; /* when its last slab in use came back, as a spare */
     /* The class of every page's slab, where free finds it from a block's
-     * address alone (hak_superslab_page_class); set with the slab's by
-     * hak_slab_assign.  By page, not by slab: free has the page's number
-     * at hand for page_slab.  Apart from the counts above, which the pool
-     * writes at every take and give. */
+     * address alone (hak_superslab_page_class), for the pages where page_slab
+     * has the slab (set as blocks are carved, arena/slab.c), and
+     * HAK_NO_SMALL_CLASS elsewhere.  By page, not by slab: free has the
+     * page's number at hand for page_slab.  Apart from the counts above,
+     * which the pool writes at every take and give. */
     uint8_t page_cls[HAK_SUPERSLAB_PAGES] __attribute__((aligned(HAK_CACHE_LINE)));
     struct hak_slab slabs[HAK_SLABS_PER_SUPERSLAB] __attribute__((aligned(HAK_CACHE_LINE)));
 };
@@ -424,6 +428,11 @@ struct hak_thread {
     void *head[HAK_NUM_CLASSES];
     uint32_t room[HAK_NUM_CLASSES];
     uint64_t allocs[HAK_NUM_CLASSES]; /* mallocs served, for stats */
+    /* hak_class_divide_magic of the small classes, and 0 for
+     * HAK_NO_SMALL_CLASS: free tests that a block of the thread's part of
+     * the region starts a block of its page's class with these, where the
+     * thread's own address is at hand, and reads no slab (thread_heap.h). */
+    uint64_t small_divide_magic[HAK_SMALL_CLASSES + 1];
     /* The thread's node's part of the SuperSlab region and how much of it
      * holds SuperSlabs, when last looked (arena/superslab.h): free tells
      * the node's small blocks by these two, with no test of the node.

@@ -157,9 +157,8 @@ HAK_API void hak_free(void *ptr)
         /* The page from the offset, which is at hand, where the address
          * would take a copy first: the part's base is a SuperSlab's. */
         size_t page = (part_offset >> HAK_PAGE_SHIFT) % HAK_SUPERSLAB_PAGES;
-        hak_heap_free_own_node(self, hak_superslab_page_slab(ptr, page),
-                               hak_superslab_page_class(ptr, page), ptr,
-                               hak_superslab_block_offset(ptr));
+        hak_heap_free_in_region(self, hak_superslab_page_class(ptr, page), ptr,
+                                hak_superslab_block_offset(ptr));
         return;
     }
     uintptr_t entry = hak_page_map_entry(ptr);

@@ -1,6 +1,7 @@
 #include "shared_pool.h"
 
 #include <limits.h>
+#include <string.h>
 
 #include "../fork_locks.h"
 #include "../options.h"
@@ -210,8 +211,11 @@ void hak_shared_pool_give(struct hak_slab *slab)
     slab->free_node = HAK_NO_NODE;
     /* A stray free into it now fails validation, first at the fast path's
      * block-start test, which divides by no block size (the region's
-     * frees test no node, superslab.h). */
+     * frees test no node, superslab.h, and take the size from the page's
+     * class). */
     slab->divide_magic = 0;
+    memset(&ss->page_cls[hak_superslab_index(slab) * HAK_SLAB_PAGES], HAK_NO_SMALL_CLASS,
+           HAK_SLAB_PAGES);
     slab->state = HAK_STATE_POOL;
     slab->end = slab->start;
     pthread_mutex_lock(lock_of(pool));

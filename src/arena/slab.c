@@ -57,6 +57,17 @@ static void set_page_info(const struct hak_slab *slab, const char *from, const c
         chunk->page_info[page] = chunk->page_slab[page] == slab ? info : HAK_PAGE_INFO_NONE;
 }
 
+/* The same for a SuperSlab's pages: their class where the slab's blocks
+ * start, HAK_NO_SMALL_CLASS inside a block that runs on from the page
+ * before. */
+static void set_page_class(const struct hak_slab *slab, const char *from, const char *to)
+{
+    struct hak_superslab *ss = hak_superslab_of(slab);
+    size_t last = ((uintptr_t)to - 1 - (uintptr_t)ss) >> HAK_PAGE_SHIFT;
+    for (size_t page = ((uintptr_t)from - (uintptr_t)ss) >> HAK_PAGE_SHIFT; page <= last; page++)
+        ss->page_cls[page] = ss->page_slab[page] == slab ? slab->cls : HAK_NO_SMALL_CLASS;
+}
+
 /* Free blocks are memcheck's no-go area but for their link and tag. */
 static void memcheck_carved(const struct hak_slab *slab, char *from, char *to)
 {
@@ -97,6 +108,8 @@ static void map_carved(struct hak_slab *slab, char *from, char *to)
         *next++ = &hak_interior_slab;
     if (slab->chunk->kind == HAK_CHUNK_ARENA)
         set_page_info(slab, from, to);
+    else if (slab->chunk->kind == HAK_CHUNK_SUPERSLAB)
+        set_page_class(slab, from, to);
     memcheck_carved(slab, from, to);
 }
 
@@ -117,7 +130,7 @@ void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, unsigned cls
     slab->cls = (uint8_t)cls;
     if (slab->chunk->kind == HAK_CHUNK_SUPERSLAB)
         memset(&hak_superslab_of(slab)->page_cls[hak_superslab_index(slab) * HAK_SLAB_PAGES],
-               (int)cls, HAK_SLAB_PAGES);
+               HAK_NO_SMALL_CLASS, HAK_SLAB_PAGES);
     slab->free_node = slab->node;
     slab->free = NULL;
     slab->used = 0;

@@ -1,5 +1,7 @@
 #include "superslab.h"
 
+#include <string.h>
+
 #include "../fork_locks.h"
 #include "../harden.h"
 #include "../numa/binding.h"
@@ -21,6 +23,7 @@ static bool setup(struct hak_superslab *ss, unsigned node)
     /* No page holds a block until a slab carves it (arena/slab.c). */
     for (unsigned p = 0; p < HAK_SUPERSLAB_PAGES; p++)
         ss->page_slab[p] = &hak_invalid_slab;
+    memset(ss->page_cls, HAK_NO_SMALL_CLASS, sizeof(ss->page_cls));
     for (unsigned i = 0; i < HAK_SLABS_PER_SUPERSLAB; i++) {
         struct hak_slab *slab = &ss->slabs[i];
         slab->chunk = &ss->head;

@@ -229,11 +229,17 @@ static struct hak_slab *slab_of(void *block)
     return hak_chunk_slab(hak_page_map_lookup(block), block);
 }
 
-/* slab, or where the fast path passed none (hak_heap_free_in_page, for a
- * block of an arena chunk) the block's page's. */
+/* slab, or where the fast path passed none the block's page's: a block of
+ * the thread's part of the region (hak_heap_free_in_region), as the fast
+ * path found it, or of an arena chunk (hak_heap_free_in_page). */
 static struct hak_slab *given_or_own_slab(struct hak_slab *slab, void *block)
 {
-    return slab ? slab : hak_arena_page_slab(block, hak_arena_page(block));
+    if (slab)
+        return slab;
+    uintptr_t offset;
+    if (hak_heap_region_find(&hak_tls, block, &offset))
+        return hak_superslab_page_slab(block, hak_superslab_page(block));
+    return hak_arena_page_slab(block, hak_arena_page(block));
 }
 
 static char *class_note(char note[16], unsigned cls)
@@ -643,6 +649,9 @@ static struct hak_heap *heap_create(void)
     if (!heap)
         return NULL;
     heap->thread = &hak_tls;
+    memcpy(hak_tls.small_divide_magic, hak_class_divide_magic,
+           HAK_SMALL_CLASSES * sizeof(hak_class_divide_magic[0]));
+    hak_tls.small_divide_magic[HAK_NO_SMALL_CLASS] = 0;
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         heap->cur[cls] = &hak_empty_slab;
         heap->limit[cls] = cache_limit(cls);

@@ -226,14 +226,17 @@ static inline bool hak_heap_region_find(const struct hak_thread *self, const voi
     return *offset < self->region_used;
 }
 
-/* hak_heap_free (below) of a block hak_heap_region_find found, whose slab is of the
- * thread's node: no test of the node.  A slab that serves no blocks fails
- * the block-start test instead (its divide_magic is 0), and the slow path
- * names the fault. */
-static inline void hak_heap_free_own_node(struct hak_thread *self, struct hak_slab *slab,
-                                          size_t cls, void *block, uint32_t offset)
+/* The free of a block hak_heap_region_find found, whose slab is of the
+ * thread's node: no test of the node, and no load of the slab.  cls: its
+ * page's (hak_superslab_page_class); offset: its slab's
+ * (hak_superslab_block_offset).  A page where no block of a live slab
+ * starts has HAK_NO_SMALL_CLASS, which fails the block-start test, and the
+ * slow path names the fault. */
+static inline void hak_heap_free_in_region(struct hak_thread *self, size_t cls, void *block,
+                                           uint32_t offset)
 {
-    hak_heap_free_mine(self, hak_slab_starts_block(slab, offset), cls, block, slab);
+    hak_heap_free_mine(self, hak_magic_divides(&self->small_divide_magic[cls], offset), cls, block,
+                       NULL);
 }
 
 /* cls: the slab's, where the caller can know it without a load of the
@@ -247,7 +250,9 @@ static inline void hak_heap_free(struct hak_slab *slab, size_t cls, void *block,
         hak_heap_free_other(block, slab);
         return;
     }
-    hak_heap_free_own_node(self, slab, cls, block, offset);
+    /* A slab that serves no blocks fails the block-start test (its
+     * divide_magic is 0), and the slow path names the fault. */
+    hak_heap_free_mine(self, hak_slab_starts_block(slab, offset), cls, block, slab);
 }
 
 /* The same for a block of an arena chunk, from its page's word
