@@ -360,6 +360,75 @@ static void handed_out_clean(void)
     _exit(shown == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
 }
 
+/* Whether any word of block's size bytes is not zero. */
+static bool written(const void *block, size_t size)
+{
+    const uint64_t *words = fault_ptr((void *)block);
+    for (size_t i = 0; i < size / sizeof(uint64_t); i++)
+        if (words[i] != 0)
+            return true;
+    return false;
+}
+
+enum { REUSED_BLOCKS = 20000 };
+
+/* How many blocks of size reused_clean takes: 4 MiB of them. */
+static size_t reused_count(size_t size)
+{
+    return 4 * MiB / size < REUSED_BLOCKS ? 4 * MiB / size : REUSED_BLOCKS;
+}
+
+/* Memory that held blocks of one class, zeroed by the program before it
+ * freed them, comes back as blocks of another class, of a span's class or
+ * as node blocks, at other offsets: nothing hakmem wrote there as a
+ * free-list word shows (levels 0 and 1; level 2 leaves its canaries).
+ * Enough blocks that most of their slabs and spans empty and go back. */
+static void reused_clean(void)
+{
+    static const size_t pairs[][2] = {
+        {16, 32}, {64, 256}, {256, 1024}, {1024, 4096}, {MID_SIZE, 8 * KiB}, {MID_SIZE, L25_SIZE},
+    };
+    enum { NODE_BLOCKS = 64 };
+    static void *blocks[REUSED_BLOCKS];
+    int shown = 0;
+    for (size_t p = 0; p < sizeof(pairs) / sizeof(pairs[0]); p++) {
+        size_t count = reused_count(pairs[p][0]);
+        for (size_t i = 0; i < count; i++) {
+            blocks[i] = must_malloc(pairs[p][0]);
+            memset(blocks[i], 0, pairs[p][0]);
+        }
+        int node = hak_node_of(blocks[0]);
+        for (size_t i = 0; i < count; i++)
+            free(blocks[i]);
+        size_t later = reused_count(pairs[p][1]);
+        for (size_t i = 0; i < later; i++) {
+            blocks[i] = malloc(opaque_size(pairs[p][1]));
+            if (blocks[i] == NULL)
+                _exit(EXIT_HARD_ERROR);
+            shown += written(blocks[i], pairs[p][1]);
+        }
+        for (size_t i = 0; i < later; i++)
+            free(blocks[i]);
+        if (pairs[p][0] > 1024) {
+            for (size_t i = 0; i < count; i++) {
+                blocks[i] = must_malloc(pairs[p][0]);
+                memset(blocks[i], 0, pairs[p][0]);
+            }
+            for (size_t i = 0; i < count; i++)
+                free(blocks[i]);
+            for (int i = 0; i < NODE_BLOCKS; i++) {
+                blocks[i] = hak_malloc_onnode(8 * KiB, node);
+                if (blocks[i] == NULL)
+                    _exit(EXIT_HARD_ERROR);
+                shown += written(blocks[i], 8 * KiB);
+            }
+            for (int i = 0; i < NODE_BLOCKS; i++)
+                free(blocks[i]);
+        }
+    }
+    _exit(shown == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+}
+
 static void run_case(const char *name)
 {
     if (!strcmp(name, "double_free_small")) {
@@ -479,6 +548,8 @@ static void run_case(const char *name)
         links(0);
     } else if (!strcmp(name, "handed_out_clean")) {
         handed_out_clean();
+    } else if (!strcmp(name, "reused_clean")) {
+        reused_clean();
     } else {
         fprintf(stderr, "unknown case %s\n", name);
         _exit(EXIT_HARD_ERROR);
@@ -533,6 +604,8 @@ static const struct misuse_case cases[] = {
     {"handed_out_clean", "0", 0, NULL, NULL},
     {"handed_out_clean", "1", 0, NULL, NULL},
     {"handed_out_clean", "2", 0, NULL, NULL},
+    {"reused_clean", "0", 0, NULL, NULL},
+    {"reused_clean", "1", 0, NULL, NULL},
     {"double_free_small", "2", SIGABRT, "double free of", "class C7"},
     {"double_free_l25", "2", SIGABRT, "double free of", "class L6"},
     {"double_free_large", "2", SIGABRT, "double free of", "large block"},

@@ -117,6 +117,11 @@ void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, unsigned cls
                      size_t bytes)
 {
     uint32_t size = hak_class_size[cls];
+    /* Blocks of the class the slab had start where the new class's may not:
+     * their free-list words would be inside blocks handed out.  Pages given
+     * back to the kernel since (touched_pages 0) are zero. */
+    if (slab->kind == HAK_SLAB_SMALL && slab->touched_pages && slab->cls != cls)
+        hak_slab_clear_free_words(slab);
     if (!hak_slab_is_whole_span(slab))
         for (char *page = start; page < start + bytes; page += HAK_PAGE_SIZE)
             *page_entry(slab, page) = &hak_invalid_slab;
@@ -191,6 +196,12 @@ void hak_slab_count_pages(struct hak_slab *slab, size_t from, size_t to,
     if (end > touched)
         slab->touched_pages = end;
     hak_stat_pages_out(bucket, end - first - reused, reused);
+}
+
+void hak_slab_clear_free_words(const struct hak_slab *slab)
+{
+    for (char *block = slab->start; block < slab->carve; block += slab->block_size)
+        hak_block_clear_free_words(block);
 }
 
 uint32_t hak_slab_collect_remote(struct hak_slab *slab)

@@ -21,6 +21,13 @@ bool hak_slab_extend(struct hak_slab *slab);
 void hak_slab_count_pages(struct hak_slab *slab, size_t from, size_t to,
                           enum hak_page_bucket bucket);
 
+/* A span leaves its owner for every class and span to come, all its blocks
+ * free: their free-list words are cleared, so that no block or node block
+ * carved from the memory later, at other offsets, hands the program a link
+ * (block/block_link.h) past its first two words.  A SuperSlab's slab is
+ * cleared when it takes another class (hak_slab_assign). */
+void hak_slab_clear_free_words(const struct hak_slab *slab);
+
 /* Moves blocks that other threads freed onto the free list; returns how many. */
 uint32_t hak_slab_collect_remote(struct hak_slab *slab);
 

@@ -153,7 +153,7 @@ static struct hak_slab *next_slab(struct hak_heap *heap, unsigned cls)
 static void release_to_backend(struct hak_slab *slab)
 {
     if (slab->kind == HAK_SLAB_SMALL) {
-        hak_shared_pool_give(slab);
+        hak_shared_pool_give(slab); /* cleared if it takes another class */
         return;
     }
     /* The HotSpanBox and the PageArena reuse and merge spans whole; an
@@ -163,6 +163,7 @@ static void release_to_backend(struct hak_slab *slab)
         size_t guarded = slab->kind == HAK_SLAB_L25 ? bytes : hak_harden.guard_bytes;
         hak_os_unguard(slab->start + bytes - guarded, guarded);
     }
+    hak_slab_clear_free_words(slab);
     hak_hot_span_put(slab);
 }
 
@@ -1021,10 +1022,10 @@ static __attribute__((noreturn, cold)) void refuse_cached(struct hak_slab *slab,
  * flush of half the cache would look each run's slab up again, and the
  * blocks of a class freed together mostly alternate between many slabs,
  * in runs of two or three.  A slab this heap owns serves blocks; the fast
- * path tested that the block starts one of them (hak_slab_starts_block),
- * and here the rest of check_block's test: not below the slab's start, nor
- * past its carved blocks.  Its link, written just now by the fast path,
- * needs no check. */
+ * path tested that the block starts one of them (by the divide magic of its
+ * slab or of its page's class), and here the rest of check_block's test: not below the slab's
+ * start, nor past its carved blocks.  Its link, written just now by the fast path, needs no check.
+ */
 void hak_heap_flush(void *block, size_t cls, struct hak_slab *slab)
 {
     struct hak_heap *heap = hak_tls.heap;
