@@ -317,7 +317,8 @@ static inline uint32_t hak_page_info_offset(uint32_t info, const void *ptr)
     ((sizeof(struct hak_arena_chunk) + HAK_PAGE_SIZE - 1) / HAK_PAGE_SIZE)
 #define HAK_ARENA_USABLE_PAGES (HAK_ARENA_PAGES - HAK_ARENA_HEADER_PAGES)
 
-_Static_assert(sizeof(struct hak_superslab) <= HAK_SLAB_SIZE, "superslab header fits slab 0");
+_Static_assert(sizeof(struct hak_superslab) <= HAK_SLAB_SIZE - HAK_PAGE_SIZE,
+               "superslab header fits slab 0 below its last page, a guard at level 2");
 _Static_assert(__builtin_offsetof(struct hak_superslab, page_slab) ==
                    __builtin_offsetof(struct hak_chunk, page_slab),
                "page table offset");

@@ -311,6 +311,24 @@ static void guard_small(void)
     write_to_guard(1000, "expect", guard);
 }
 
+/* Level 2: a write just under a SuperSlab's first block, the first block
+ * of a fresh process, faults on the header's last page, as one under any
+ * other slab's first block faults on the slab below's guard. */
+static void guard_below_first_small(void)
+{
+    struct sigaction action;
+    memset(&action, 0, sizeof(action));
+    action.sa_sigaction = report_fault;
+    action.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &action, NULL);
+    volatile char *block = must_malloc(SMALL_SIZE);
+    if ((uintptr_t)block % SLAB_SIZE != 0) {
+        _exit(EXIT_HARD_ERROR);
+    }
+    tell("expect", (const void *)(block - 1));
+    block[-1] = 1;
+}
+
 /* Plain or encoded: the first word of the last block freed, compared with
  * the block freed before it. */
 static void links(int want_plain)
@@ -492,6 +510,8 @@ static void run_case(const char *name)
         overflow(LARGE_SIZE - 1000);
     } else if (!strcmp(name, "guard_small")) {
         guard_small();
+    } else if (!strcmp(name, "guard_below_first_small")) {
+        guard_below_first_small();
     } else if (!strcmp(name, "guard_mid")) {
         /* Twelve 5 KiB blocks, 4 KiB of slack, then the guard. */
         char *block = first_block(MID_SIZE, PAGE_SIZE_4K);
@@ -630,6 +650,7 @@ static const struct misuse_case cases[] = {
     {"write_after_free_l25", "2", SIGSEGV, NULL, NULL},
     {"write_after_free_large", "2", SIGSEGV, NULL, NULL},
     {"guard_small", "2", SIGSEGV, NULL, NULL},
+    {"guard_below_first_small", "2", SIGSEGV, NULL, NULL},
     {"guard_mid", "2", SIGSEGV, NULL, NULL},
     {"guard_l25", "2", SIGSEGV, NULL, NULL},
     {"guard_large", "2", SIGSEGV, NULL, NULL},

@@ -33,8 +33,9 @@ static bool setup(struct hak_superslab *ss, unsigned node)
         slab->end = slab->start;
         slab->kind = i < HAK_SUPERSLAB_HEADER_SLABS ? HAK_SLAB_INVALID : HAK_SLAB_SMALL;
         slab->state = HAK_STATE_POOL;
-        /* Level 2: the slab's last page is its guard, whatever its class. */
-        if (hak_harden.guard_bytes && i >= HAK_SUPERSLAB_HEADER_SLABS)
+        /* Level 2: the slab's last page is its guard, whatever its class,
+         * and the header's, under the first slab's first block. */
+        if (hak_harden.guard_bytes)
             hak_os_guard(slab->start + HAK_SLAB_SIZE - hak_harden.guard_bytes,
                          hak_harden.guard_bytes);
     }
