@@ -317,10 +317,14 @@ bool hak_os_mostly_resident(void *addr, size_t size)
     return hak_os_resident_pages(addr, size, &resident) && resident * 2 >= size / HAK_PAGE_SIZE;
 }
 
-void hak_os_decommit(void *addr, size_t size)
+bool hak_os_decommit(void *addr, size_t size)
 {
-    madvise(addr, size, MADV_DONTNEED);
-    hak_stat_add(HAK_STAT_DECOMMITTED_BYTES, size);
+    int saved = errno; /* free() leaves errno alone */
+    bool given = madvise(addr, size, MADV_DONTNEED) == 0;
+    errno = saved;
+    if (given)
+        hak_stat_add(HAK_STAT_DECOMMITTED_BYTES, size);
+    return given;
 }
 
 /* The calling process as a pidfd (PIDFD_SELF_THREAD_GROUP, Linux 6.15). */

@@ -53,8 +53,10 @@ bool hak_os_resident_pages(void *addr, size_t size, size_t *resident);
  * guesses of the PageArena and the large blocks); false where it is not
  * mapped. */
 bool hak_os_mostly_resident(void *addr, size_t size);
-/* Gives the pages back; the range stays mapped and reads as zeros. */
-void hak_os_decommit(void *addr, size_t size);
+/* Gives the pages back; the range stays mapped and reads as zeros.  False
+ * when the kernel refused (locked pages): the range keeps what it held.
+ * errno is left as it was. */
+bool hak_os_decommit(void *addr, size_t size);
 /* The same for count ranges at once. */
 void hak_os_decommit_ranges(const struct iovec *ranges, size_t count);
 /* Guard pages (HAKMEM_HARDEN=2): any access to the range faults, until

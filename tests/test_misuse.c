@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -322,7 +323,7 @@ static void guard_below_first_small(void)
     action.sa_flags = SA_SIGINFO;
     sigaction(SIGSEGV, &action, NULL);
     volatile char *block = must_malloc(SMALL_SIZE);
-    if ((uintptr_t)block % SLAB_SIZE != 0) {
+    if ((uintptr_t)block % SUPERSLAB_SIZE != SLAB_SIZE) { /* the first slab past the header's */
         _exit(EXIT_HARD_ERROR);
     }
     tell("expect", (const void *)(block - 1));
@@ -396,54 +397,115 @@ static size_t reused_count(size_t size)
     return 4 * MiB / size < REUSED_BLOCKS ? 4 * MiB / size : REUSED_BLOCKS;
 }
 
+static void *reused_blocks[REUSED_BLOCKS];
+
+/* In a thread of its own (reused_clean): reused_count blocks of *size,
+ * zeroed and freed. */
+static void *many_zeroed_and_freed(void *size)
+{
+    size_t bytes = *(const size_t *)size;
+    size_t count = reused_count(bytes);
+    for (size_t i = 0; i < count; i++) {
+        reused_blocks[i] = must_malloc(bytes);
+        memset(reused_blocks[i], 0, bytes);
+    }
+    for (size_t i = 0; i < count; i++)
+        free(reused_blocks[i]);
+    return NULL;
+}
+
+/* In a thread of its own: how many blocks of *size show a word set. */
+static void *count_written(void *size)
+{
+    size_t bytes = *(const size_t *)size;
+    size_t count = reused_count(bytes);
+    uintptr_t shown = 0;
+    for (size_t i = 0; i < count; i++) {
+        reused_blocks[i] = malloc(opaque_size(bytes));
+        if (reused_blocks[i] == NULL)
+            _exit(EXIT_HARD_ERROR);
+        shown += written(reused_blocks[i], bytes);
+    }
+    for (size_t i = 0; i < count; i++)
+        free(reused_blocks[i]);
+    return (void *)shown;
+}
+
+/* The same for one block. */
+static void *one_zeroed_and_freed(void *size)
+{
+    size_t bytes = *(const size_t *)size;
+    void *block = must_malloc(bytes);
+    memset(block, 0, bytes);
+    free(block);
+    return NULL;
+}
+
+static void *in_new_thread(void *(*work)(void *), size_t size)
+{
+    pthread_t thread;
+    void *result;
+    if (pthread_create(&thread, NULL, work, &size) != 0 || pthread_join(thread, &result) != 0)
+        _exit(EXIT_HARD_ERROR);
+    return result;
+}
+
 /* Memory that held blocks of one class, zeroed by the program before it
  * freed them, comes back as blocks of another class, of a span's class or
  * as node blocks, at other offsets: nothing hakmem wrote there as a
  * free-list word shows (levels 0 and 1; level 2 leaves its canaries).
- * Enough blocks that most of their slabs and spans empty and go back. */
+ * Enough blocks that most of their slabs and spans empty and go back.
+ * Then the same across threads, for a slab that serves its class twice
+ * before it takes another (below). */
 static void reused_clean(void)
 {
     static const size_t pairs[][2] = {
         {16, 32}, {64, 256}, {256, 1024}, {1024, 4096}, {MID_SIZE, 8 * KiB}, {MID_SIZE, L25_SIZE},
     };
     enum { NODE_BLOCKS = 64 };
-    static void *blocks[REUSED_BLOCKS];
     int shown = 0;
     for (size_t p = 0; p < sizeof(pairs) / sizeof(pairs[0]); p++) {
         size_t count = reused_count(pairs[p][0]);
         for (size_t i = 0; i < count; i++) {
-            blocks[i] = must_malloc(pairs[p][0]);
-            memset(blocks[i], 0, pairs[p][0]);
+            reused_blocks[i] = must_malloc(pairs[p][0]);
+            memset(reused_blocks[i], 0, pairs[p][0]);
         }
-        int node = hak_node_of(blocks[0]);
+        int node = hak_node_of(reused_blocks[0]);
         for (size_t i = 0; i < count; i++)
-            free(blocks[i]);
+            free(reused_blocks[i]);
         size_t later = reused_count(pairs[p][1]);
         for (size_t i = 0; i < later; i++) {
-            blocks[i] = malloc(opaque_size(pairs[p][1]));
-            if (blocks[i] == NULL)
+            reused_blocks[i] = malloc(opaque_size(pairs[p][1]));
+            if (reused_blocks[i] == NULL)
                 _exit(EXIT_HARD_ERROR);
-            shown += written(blocks[i], pairs[p][1]);
+            shown += written(reused_blocks[i], pairs[p][1]);
         }
         for (size_t i = 0; i < later; i++)
-            free(blocks[i]);
+            free(reused_blocks[i]);
         if (pairs[p][0] > 1024) {
             for (size_t i = 0; i < count; i++) {
-                blocks[i] = must_malloc(pairs[p][0]);
-                memset(blocks[i], 0, pairs[p][0]);
+                reused_blocks[i] = must_malloc(pairs[p][0]);
+                memset(reused_blocks[i], 0, pairs[p][0]);
             }
             for (size_t i = 0; i < count; i++)
-                free(blocks[i]);
+                free(reused_blocks[i]);
             for (int i = 0; i < NODE_BLOCKS; i++) {
-                blocks[i] = hak_malloc_onnode(8 * KiB, node);
-                if (blocks[i] == NULL)
+                reused_blocks[i] = hak_malloc_onnode(8 * KiB, node);
+                if (reused_blocks[i] == NULL)
                     _exit(EXIT_HARD_ERROR);
-                shown += written(blocks[i], 8 * KiB);
+                shown += written(reused_blocks[i], 8 * KiB);
             }
             for (int i = 0; i < NODE_BLOCKS; i++)
-                free(blocks[i]);
+                free(reused_blocks[i]);
         }
     }
+    /* Slabs of one class, emptied by a thread that exits, serve the class
+     * again to the next thread, which carves less of one, then another
+     * class to a third: the first thread's words past the second's carve
+     * go too.  Each new thread's heap takes its slabs from the pool. */
+    in_new_thread(many_zeroed_and_freed, 64);
+    in_new_thread(one_zeroed_and_freed, 64);
+    shown += (int)(uintptr_t)in_new_thread(count_written, 80);
     _exit(shown == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
 }
 

@@ -123,9 +123,10 @@ static size_t decommit_free_slabs(struct hak_superslab *ss)
     for (uint32_t free = ss->free_slabs; free; free &= free - 1) {
         struct hak_slab *slab = &ss->slabs[__builtin_ctz(free)];
         size_t touched = (size_t)slab->touched_pages * HAK_PAGE_SIZE;
-        if (touched) {
-            hak_os_decommit(slab->start, touched);
-            slab->touched_pages = 0; /* fresh again, for the page telemetry */
+        /* Fresh again, for the page telemetry, and zero (hak_slab_assign),
+         * unless the kernel kept the pages (locked). */
+        if (touched && hak_os_decommit(slab->start, touched)) {
+            slab->touched_pages = 0;
             bytes += touched;
         }
     }

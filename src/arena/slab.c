@@ -113,15 +113,27 @@ static void map_carved(struct hak_slab *slab, char *from, char *to)
     memcheck_carved(slab, from, to);
 }
 
+/* The free-list words of every block of the slab's class that starts in a
+ * page it touched, the pages since given back (decommit_free_slabs)
+ * excepted, which are zero: those of its last use, and of each use of the
+ * class before it, back to the last change of class, which cleared the
+ * class before.  A use that carved less than one before it leaves the
+ * earlier one's words past its carve. */
+static void clear_touched_class_words(const struct hak_slab *slab)
+{
+    const char *touched_end = slab->start + (size_t)slab->touched_pages * HAK_PAGE_SIZE;
+    for (char *block = slab->start; block < touched_end; block += slab->block_size)
+        hak_block_clear_free_words(block);
+}
+
 void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, unsigned cls, char *start,
                      size_t bytes)
 {
     uint32_t size = hak_class_size[cls];
     /* Blocks of the class the slab had start where the new class's may not:
-     * their free-list words would be inside blocks handed out.  Pages given
-     * back to the kernel since (touched_pages 0) are zero. */
-    if (slab->kind == HAK_SLAB_SMALL && slab->touched_pages && slab->cls != cls)
-        hak_slab_clear_free_words(slab);
+     * their free-list words would be inside blocks handed out. */
+    if (slab->kind == HAK_SLAB_SMALL && slab->cls != cls)
+        clear_touched_class_words(slab);
     if (!hak_slab_is_whole_span(slab))
         for (char *page = start; page < start + bytes; page += HAK_PAGE_SIZE)
             *page_entry(slab, page) = &hak_invalid_slab;

@@ -25,7 +25,8 @@ void hak_slab_count_pages(struct hak_slab *slab, size_t from, size_t to,
  * free: their free-list words are cleared, so that no block or node block
  * carved from the memory later, at other offsets, hands the program a link
  * (block/block_link.h) past its first two words.  A SuperSlab's slab is
- * cleared when it takes another class (hak_slab_assign). */
+ * cleared when it takes another class (hak_slab_assign), over every page
+ * it touched. */
 void hak_slab_clear_free_words(const struct hak_slab *slab);
 
 /* Moves blocks that other threads freed onto the free list; returns how many. */
