@@ -267,15 +267,21 @@ static void report_fault(int signal_number, siginfo_t *info, void *context)
     raise(signal_number);
 }
 
-/* Writes forward from the end of the block until something faults; the
- * handler tells where, and the child dies of SIGSEGV. */
-static void write_to_guard(size_t size, const char *expected_key, const void *expected)
+/* A SIGSEGV tells its address (report_fault) before the child dies of it. */
+static void report_segv(void)
 {
     struct sigaction action;
     memset(&action, 0, sizeof(action));
     action.sa_sigaction = report_fault;
     action.sa_flags = SA_SIGINFO;
     sigaction(SIGSEGV, &action, NULL);
+}
+
+/* Writes forward from the end of the block until something faults; the
+ * handler tells where, and the child dies of SIGSEGV. */
+static void write_to_guard(size_t size, const char *expected_key, const void *expected)
+{
+    report_segv();
     volatile char *block = must_malloc(size);
     tell(expected_key, expected ? expected : (const void *)(block + size));
     for (size_t i = size; i < size + 4 * MiB; i++) {
@@ -288,11 +294,7 @@ static void write_to_guard(size_t size, const char *expected_key, const void *ex
  * whole (large, cached). */
 static void write_after_free(size_t size, size_t offset)
 {
-    struct sigaction action;
-    memset(&action, 0, sizeof(action));
-    action.sa_sigaction = report_fault;
-    action.sa_flags = SA_SIGINFO;
-    sigaction(SIGSEGV, &action, NULL);
+    report_segv();
     volatile char *block = must_malloc(size);
     free((void *)block);
     tell("expect", (const void *)(block + offset));
@@ -317,11 +319,7 @@ static void guard_small(void)
  * other slab's first block faults on the slab below's guard. */
 static void guard_below_first_small(void)
 {
-    struct sigaction action;
-    memset(&action, 0, sizeof(action));
-    action.sa_sigaction = report_fault;
-    action.sa_flags = SA_SIGINFO;
-    sigaction(SIGSEGV, &action, NULL);
+    report_segv();
     volatile char *block = must_malloc(SMALL_SIZE);
     if ((uintptr_t)block % SUPERSLAB_SIZE != SLAB_SIZE) { /* the first slab past the header's */
         _exit(EXIT_HARD_ERROR);
