@@ -1023,9 +1023,9 @@ static __attribute__((noreturn, cold)) void refuse_cached(struct hak_slab *slab,
  * blocks of a class freed together mostly alternate between many slabs,
  * in runs of two or three.  A slab this heap owns serves blocks; the fast
  * path tested that the block starts one of them (by the divide magic of its
- * slab or of its page's class), and here the rest of check_block's test: not below the slab's
- * start, nor past its carved blocks.  Its link, written just now by the fast path, needs no check.
- */
+ * slab or of its page's class), and here the rest of check_block's test:
+ * not below the slab's start, nor past its carved blocks.  Its link,
+ * written just now by the fast path, needs no check. */
 void hak_heap_flush(void *block, size_t cls, struct hak_slab *slab)
 {
     struct hak_heap *heap = hak_tls.heap;

@@ -41,9 +41,10 @@ void *hak_heap_refill(size_t size, size_t cls);
  * the cache and the class's slabs cannot give takes a span of its own
  * (thread_heap.c): one fresh from the PageArena is zero already (the two
  * words carving wrote cleared as the block is handed out), and calloc
- * writes none of it, so that the program gets the pages untouched, as glibc and jemalloc hand out
- * fresh memory (calloc of 200 blocks of 512 KiB, a byte of each written: 25.9k faults and 104 MB
- * resident when each was cleared whole, glibc's 278 faults and 2.0 MB).
+ * writes none of it, so that the program gets the pages untouched, as
+ * glibc and jemalloc hand out fresh memory (calloc of 200 blocks of
+ * 512 KiB, a byte of each written: 25.9k faults and 104 MB resident when
+ * each was cleared whole, glibc's 278 faults and 2.0 MB).
  * Checked mode (level 2, memcheck) clears every block whole. */
 void *hak_heap_alloc_zeroed(size_t size, size_t cls);
 /* The cache of cls is full; its first block, just freed, is slab's and
