@@ -356,9 +356,12 @@ void hak_os_decommit_ranges(const struct iovec *ranges, size_t count)
         errno = saved;
     }
 #endif
-    if (done < 0 || (size_t)done != total)
+    if (done < 0 || (size_t)done != total) {
+        int saved = errno; /* a refusal (locked pages) inside free() */
         for (size_t i = 0; i < count; i++)
             madvise(ranges[i].iov_base, ranges[i].iov_len, MADV_DONTNEED);
+        errno = saved;
+    }
     hak_stat_add(HAK_STAT_DECOMMITTED_BYTES, total);
 }
 
