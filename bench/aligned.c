@@ -59,10 +59,7 @@ int main(int argc, char **argv)
                 sizeof(void *));
         return 2;
     }
-    if (params[4].value < params[3].value) {
-        fprintf(stderr, "%s: max must be at least min\n", argv[0]);
-        return 2;
-    }
+    bench_check_range(argv[0], &params[3], &params[4]);
 
     unsigned char **slots = bench_xcalloc(ws, sizeof(*slots));
     run_cycles(slots, ws, &shape, cycles / 10, &state);

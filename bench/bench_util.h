@@ -134,6 +134,17 @@ static inline uint32_t bench_seed(const char *program, long value)
     return seed;
 }
 
+/* Exits with status 2 when the parameter max is below min (a range of
+ * sizes), naming both. */
+static inline void bench_check_range(const char *program, const struct bench_param *min,
+                                     const struct bench_param *max)
+{
+    if (max->value < min->value) {
+        fprintf(stderr, "%s: %s must be at least %s\n", program, max->name, min->name);
+        exit(2);
+    }
+}
+
 /* Touches one byte in every page and the last byte, as a program filling the
  * block would, so that page faults are counted. */
 static inline void bench_touch_pages(void *block, size_t size, unsigned char value)

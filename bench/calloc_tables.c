@@ -36,10 +36,7 @@ int main(int argc, char **argv)
     size_t max_size = (size_t)params[3].value << 10;
     size_t stride = (size_t)params[4].value << 10;
     uint32_t state = bench_seed(argv[0], params[5].value);
-    if (max_size < min_size) {
-        fprintf(stderr, "%s: max_kb must be at least min_kb\n", argv[0]);
-        return 2;
-    }
+    bench_check_range(argv[0], &params[2], &params[3]);
 
     unsigned char **tables = bench_xcalloc(live, sizeof(*tables));
     unsigned long checksum = 0;

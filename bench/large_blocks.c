@@ -27,10 +27,7 @@ int main(int argc, char **argv)
     size_t min_size = (size_t)params[2].value << 20;
     size_t max_size = (size_t)params[3].value << 20;
     uint32_t state = bench_seed(argv[0], params[4].value);
-    if (max_size < min_size) {
-        fprintf(stderr, "%s: max_mb must be at least min_mb\n", argv[0]);
-        return 2;
-    }
+    bench_check_range(argv[0], &params[2], &params[3]);
 
     unsigned char **buffers = bench_xcalloc(live, sizeof(*buffers));
     size_t *sizes = bench_xcalloc(live, sizeof(*sizes));

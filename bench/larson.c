@@ -72,10 +72,7 @@ int main(int argc, char **argv)
     uint32_t min = (uint32_t)params[4].value;
     uint32_t max = (uint32_t)params[5].value;
     uint32_t seed = (uint32_t)params[6].value;
-    if (max < min) {
-        fprintf(stderr, "%s: max must not be below min\n", argv[0]);
-        return 2;
-    }
+    bench_check_range(argv[0], &params[4], &params[5]);
 
     struct lane *lanes = bench_xcalloc((size_t)threads, sizeof(*lanes));
     for (long t = 0; t < threads; t++) {

@@ -19,10 +19,7 @@ int main(int argc, char **argv)
     size_t min = (size_t)params[2].value;
     size_t span = (size_t)(params[3].value - params[2].value + 1);
     uint32_t state = bench_seed(argv[0], params[4].value);
-    if (params[3].value < params[2].value) {
-        fprintf(stderr, "%s: max must be at least min\n", argv[0]);
-        return 2;
-    }
+    bench_check_range(argv[0], &params[2], &params[3]);
 
     unsigned char **blocks = bench_xcalloc((size_t)batch, sizeof(*blocks));
     double start = bench_now();

@@ -95,10 +95,7 @@ int main(int argc, char **argv)
     uint32_t max = (uint32_t)params[4].value;
     long pairs = params[5].value;
     long depth = params[6].value;
-    if (max < min) {
-        fprintf(stderr, "%s: max must not be below min\n", argv[0]);
-        return 2;
-    }
+    bench_check_range(argv[0], &params[3], &params[4]);
     /* Aligned as the struct asks: the two counters sit on lines of their own. */
     struct batch_ring *rings =
         aligned_alloc(_Alignof(struct batch_ring), (size_t)pairs * sizeof(*rings));
