@@ -113,16 +113,10 @@ static void map_carved(struct hak_slab *slab, char *from, char *to)
     memcheck_carved(slab, from, to);
 }
 
-/* The free-list words of every block of the slab's class that starts in a
- * page it touched, the pages since given back (decommit_free_slabs)
- * excepted, which are zero: those of its last use, and of each use of the
- * class before it, back to the last change of class, which cleared the
- * class before.  A use that carved less than one before it leaves the
- * earlier one's words past its carve. */
-static void clear_touched_class_words(const struct hak_slab *slab)
+/* The free-list words of the slab's class's blocks that start below end. */
+static void clear_free_words_below(const struct hak_slab *slab, const char *end)
 {
-    const char *touched_end = slab->start + (size_t)slab->touched_pages * HAK_PAGE_SIZE;
-    for (char *block = slab->start; block < touched_end; block += slab->block_size)
+    for (char *block = slab->start; block < end; block += slab->block_size)
         hak_block_clear_free_words(block);
 }
 
@@ -131,9 +125,14 @@ void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, unsigned cls
 {
     uint32_t size = hak_class_size[cls];
     /* Blocks of the class the slab had start where the new class's may not:
-     * their free-list words would be inside blocks handed out. */
+     * their free-list words would be inside blocks handed out.  Those in
+     * every page it touched, the pages since given back (decommit_free_slabs)
+     * excepted, which are zero: of its last use, and of each use of the
+     * class before it, back to the last change of class, which cleared the
+     * class before (a use that carved less than one before it leaves the
+     * earlier one's words past its carve). */
     if (slab->kind == HAK_SLAB_SMALL && slab->cls != cls)
-        clear_touched_class_words(slab);
+        clear_free_words_below(slab, slab->start + (size_t)slab->touched_pages * HAK_PAGE_SIZE);
     if (!hak_slab_is_whole_span(slab))
         for (char *page = start; page < start + bytes; page += HAK_PAGE_SIZE)
             *page_entry(slab, page) = &hak_invalid_slab;
@@ -212,8 +211,7 @@ void hak_slab_count_pages(struct hak_slab *slab, size_t from, size_t to,
 
 void hak_slab_clear_free_words(const struct hak_slab *slab)
 {
-    for (char *block = slab->start; block < slab->carve; block += slab->block_size)
-        hak_block_clear_free_words(block);
+    clear_free_words_below(slab, slab->carve);
 }
 
 uint32_t hak_slab_collect_remote(struct hak_slab *slab)
