@@ -370,11 +370,13 @@ struct hak_heap {
     uint32_t limit[HAK_NUM_CLASSES];    /* cache capacity in blocks */
     uint32_t batch[HAK_NUM_CLASSES];    /* blocks the next refill adds */
     bool flushed_last[HAK_NUM_CLASSES]; /* the class last left the fast path to flush */
-    /* Classes of blocks over 64 KiB: the turns counted towards the next
-     * look at whether the program writes little of their blocks, and the
-     * answer of the last look (thread_heap.c, blocks_sparse). */
-    uint8_t turns[HAK_NUM_CLASSES];
+    /* Classes of blocks over 64 KiB: the turns left before the next look
+     * at whether the program writes little of their blocks, the answer of
+     * the last look, and how many times the wait between looks doubled
+     * (thread_heap.c, blocks_sparse). */
+    uint16_t sparse_wait[HAK_NUM_CLASSES];
     bool sparse[HAK_NUM_CLASSES];
+    uint8_t sparse_backoff[HAK_NUM_CLASSES];
     /* Small caches: what they may hold (limit[] times block sizes), and
      * each class's head and room when the caches were last looked over
      * for idle ones (thread_heap.c, sizes that fit the program). */
