@@ -373,7 +373,7 @@ struct hak_heap {
     /* Classes of blocks over 64 KiB: the turns left before the next look
      * at whether the program writes little of their blocks, the answer of
      * the last look, and how many times the wait between looks doubled
-     * (thread_heap.c, blocks_sparse). */
+     * while the answer was no (thread_heap.c, blocks_sparse). */
     uint16_t sparse_wait[HAK_NUM_CLASSES];
     bool sparse[HAK_NUM_CLASSES];
     uint8_t sparse_backoff[HAK_NUM_CLASSES];

@@ -402,15 +402,15 @@ static uint32_t first_batch(uint32_t limit, unsigned cls)
  * The classes of bigger blocks grow only while the program writes little
  * of them (blocks_sparse), by CACHE_THREAD_SPARSE_BYTES in all: a cached
  * block then pins a page or two, not its size, for as long as the program
- * keeps to that (a look every SPARSE_RECHECK_TURNS turns).  l25_light
- * (blocks of 64 KiB-1 MiB of which the program writes 64 B) ran at a third
- * of mimalloc's speed when they kept their first sizes, one block for the
- * classes over 256 KiB, which holds none; l25, which writes its blocks
- * whole, peaked 4% higher when they grew as the smaller ones do.  With
- * 16 MiB in all, l25_light's 64 blocks a thread still took a span from the
- * HotSpanBox, under a lock, at one malloc in six: 7.75M ops/s
- * against 14.5M with 32 MiB, which kept half as much resident (3.9 MB
- * against 7.3 MB: fewer fresh spans carved). */
+ * keeps to that (a look every SPARSE_RECHECK_TURNS turns while it does).
+ * l25_light (blocks of 64 KiB-1 MiB of which the program writes 64 B) ran
+ * at a third of mimalloc's speed when they kept their first sizes, one
+ * block for the classes over 256 KiB, which holds none; l25, which writes
+ * its blocks whole, peaked 4% higher when they grew as the smaller ones
+ * do.  With 16 MiB in all, l25_light's 64 blocks a thread still took a
+ * span from the HotSpanBox, under a lock, at one malloc in six: 7.75M
+ * ops/s against 14.5M with 32 MiB, which kept half as much resident
+ * (3.9 MB against 7.3 MB: fewer fresh spans carved). */
 #define CACHE_MAX_BLOCKS HAK_CACHE_LIMIT_MAX
 #define CACHE_MAX_CLASS_BYTES (2048u << 10)
 #define CACHE_THREAD_BYTES (8192u << 10)
@@ -556,18 +556,22 @@ static void look_for_idle(struct hak_heap *heap, unsigned keep)
 
 /* Whether the program writes little of the blocks of cls, a class that is
  * sparse_checked: fewer than half the pages of the last block its cache
- * took are resident, asked by a mincore call at the first turn, then after
- * SPARSE_RECHECK_TURNS turns, a wait that doubles while the answer stays
- * the same, up to 256 turns, and starts again when it changes.  Asked at
- * every 16th turn, l25_steady (two threads cycling 64 KiB-1 MiB blocks
- * they write whole, whose caches turn at one operation in four) made 28.9k
- * calls in 2M operations, each walking some 136 pages: three times
- * mimalloc's kernel time; 1.9k with the doubling, and 9% more operations a
- * second.  Where the kernel cannot tell, the blocks count as written: the
- * cache keeps its first size.  Huge pages make every block resident, and
- * so they are: a cached block pins its size there. */
+ * took are resident, asked by a mincore call at the first turn and then
+ * every SPARSE_RECHECK_TURNS turns while the answer is yes.  While it is
+ * no, the wait doubles at each look that says no again, up to 256 turns:
+ * the cache keeps its first size meanwhile, and a late look only delays
+ * its growth, where a stale yes would let it grow over blocks the program
+ * now writes whole.  Asked at every 16th turn, l25_steady (two threads
+ * cycling 64 KiB-1 MiB blocks they write whole, whose caches turn at one
+ * operation in four) made 28.9k calls in 2M operations, each walking some
+ * 136 pages: three times mimalloc's kernel time; with the doubling, 1.9k
+ * calls, and 0.03-0.05 s of system time in place of 0.08-0.10 (3-5% more
+ * operations a second, 1M cycles).  Where the kernel cannot tell, the
+ * blocks count as written: the cache keeps its first size.  Huge pages
+ * make every block resident, and so they are: a cached block pins its
+ * size there. */
 #define SPARSE_RECHECK_TURNS 16
-#define SPARSE_RECHECK_MAX_BACKOFF 4 /* doublings: 256 turns */
+#define SPARSE_RECHECK_MAX_BACKOFF 4 /* doublings of the wait: 256 turns */
 
 static bool blocks_sparse(struct hak_heap *heap, unsigned cls)
 {
@@ -576,7 +580,7 @@ static bool blocks_sparse(struct hak_heap *heap, unsigned cls)
         size_t size = hak_class_size[cls], resident;
         bool sparse =
             hak_os_resident_pages(block, size, &resident) && resident * 2 < size / HAK_PAGE_SIZE;
-        if (sparse != heap->sparse[cls])
+        if (sparse)
             heap->sparse_backoff[cls] = 0;
         else if (heap->sparse_backoff[cls] < SPARSE_RECHECK_MAX_BACKOFF)
             heap->sparse_backoff[cls]++;
