@@ -1,7 +1,6 @@
 #include "shared_pool.h"
 
 #include <limits.h>
-#include <string.h>
 
 #include "../fork_locks.h"
 #include "../options.h"
@@ -215,8 +214,7 @@ void hak_shared_pool_give(struct hak_slab *slab)
      * frees test no node, superslab.h, and take the size from the page's
      * class). */
     slab->divide_magic = 0;
-    memset(&ss->page_cls[hak_superslab_index(slab) * HAK_SLAB_PAGES], HAK_NO_SMALL_CLASS,
-           HAK_SLAB_PAGES);
+    hak_superslab_clear_page_classes(slab);
     slab->state = HAK_STATE_POOL;
     slab->end = slab->start;
     pthread_mutex_lock(lock_of(pool));

@@ -145,8 +145,7 @@ void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, unsigned cls
     slab->capacity = (uint32_t)(bytes / size);
     slab->cls = (uint8_t)cls;
     if (slab->chunk->kind == HAK_CHUNK_SUPERSLAB)
-        memset(&hak_superslab_of(slab)->page_cls[hak_superslab_index(slab) * HAK_SLAB_PAGES],
-               HAK_NO_SMALL_CLASS, HAK_SLAB_PAGES);
+        hak_superslab_clear_page_classes(slab);
     slab->free_node = slab->node;
     slab->free = NULL;
     slab->used = 0;

@@ -2,6 +2,8 @@
 #ifndef HAK_SUPERSLAB_H
 #define HAK_SUPERSLAB_H
 
+#include <string.h>
+
 #include "../internal.h"
 
 /* Where the address space allows, the SuperSlabs of the level-1 fast
@@ -87,6 +89,15 @@ static inline struct hak_superslab *hak_superslab_of(const struct hak_slab *slab
 static inline unsigned hak_superslab_index(const struct hak_slab *slab)
 {
     return (unsigned)(slab - hak_superslab_of(slab)->slabs);
+}
+
+/* Free's class byte of each of slab's pages (hak_superslab_page_class)
+ * says that no block starts there, until the slab carves blocks of a class
+ * again (arena/slab.c): a slab taking a class, or going back to the pool. */
+static inline void hak_superslab_clear_page_classes(const struct hak_slab *slab)
+{
+    memset(&hak_superslab_of(slab)->page_cls[hak_superslab_index(slab) * HAK_SLAB_PAGES],
+           HAK_NO_SMALL_CLASS, HAK_SLAB_PAGES);
 }
 
 #endif
