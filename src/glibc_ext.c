@@ -18,11 +18,6 @@
 #include "print.h"
 #include "stats.h"
 
-static uint64_t counter(enum hak_stat which)
-{
-    return atomic_load_explicit(&hak_stat_counters[which], memory_order_relaxed);
-}
-
 /* Freed memory a node's backends keep resident for reuse: spans in the
  * HotSpanBox and large mappings; adds their number to count. */
 static uint64_t node_retained(unsigned node, uint64_t *count)
@@ -43,12 +38,12 @@ HAK_API struct mallinfo2 mallinfo2(void)
         .arena = hak_stat_mapped_now(),
         .ordblks = retained_count,
         .smblks = heaps.cached_blocks,
-        .hblks = counter(HAK_STAT_LARGE_LIVE),
-        .hblkhd = counter(HAK_STAT_LARGE_LIVE_MAPPED),
+        .hblks = hak_stat_read(HAK_STAT_LARGE_LIVE),
+        .hblkhd = hak_stat_read(HAK_STAT_LARGE_LIVE_MAPPED),
         .usmblks = 0,
         .fsmblks = heaps.cached_bytes,
-        .uordblks = heaps.in_use_bytes + counter(HAK_STAT_LARGE_LIVE_USABLE) +
-                    counter(HAK_STAT_NODE_BLOCK_BYTES),
+        .uordblks = heaps.in_use_bytes + hak_stat_read(HAK_STAT_LARGE_LIVE_USABLE) +
+                    hak_stat_read(HAK_STAT_NODE_BLOCK_BYTES),
         .fordblks = heaps.cached_bytes + retained,
         .keepcost = retained,
     };
@@ -205,10 +200,10 @@ HAK_API int malloc_info(int options, FILE *fp)
     }
     struct hak_heap_usage heaps;
     hak_heap_usage(&heaps);
-    uint64_t large = counter(HAK_STAT_LARGE_LIVE);
+    uint64_t large = hak_stat_read(HAK_STAT_LARGE_LIVE);
     print_element(&out, "total", "fast", &heaps.cached_blocks, heaps.cached_bytes);
     print_element(&out, "total", "rest", &retained_count, retained);
-    print_element(&out, "total", "mmap", &large, counter(HAK_STAT_LARGE_LIVE_MAPPED));
+    print_element(&out, "total", "mmap", &large, hak_stat_read(HAK_STAT_LARGE_LIVE_MAPPED));
     print_system(&out, atomic_load_explicit(&hak_stat_nodes_mapped, memory_order_relaxed),
                  atomic_load_explicit(&hak_stat_nodes_peak, memory_order_relaxed),
                  hak_stat_mapped_now());

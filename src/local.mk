@@ -17,6 +17,7 @@ src_libhakmem_la_SOURCES = \
 	src/print.c src/print.h \
 	src/stats.c src/stats.h \
 	src/stats_report.c src/stats_report.h \
+	src/thread_ordinal.c src/thread_ordinal.h \
 	src/fork_locks.c src/fork_locks.h \
 	src/block/block_link.c src/block/block_link.h \
 	src/block/canary.c src/block/canary.h \

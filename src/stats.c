@@ -4,8 +4,7 @@
 
 #include "internal.h"
 
-_Atomic uint64_t hak_stat_counters[HAK_STAT_COUNT];
-struct hak_page_counts hak_stat_pages[HAK_PAGE_BUCKETS];
+struct hak_stat_stripe hak_stat_stripes[HAK_STAT_STRIPES];
 _Atomic uint64_t hak_stat_node_mapped[64];
 _Atomic uint64_t hak_stat_remote_by_pair[64][64];
 _Atomic uint64_t hak_stat_node_peak[64];
@@ -16,6 +15,37 @@ _Static_assert(HAK_MAX_NODES == 64, "per-node counters");
 _Static_assert(HAK_PAGES_MID == HAK_SMALL_CLASSES, "one page bucket per small class");
 
 static _Atomic(const struct hak_printer *) topology_note HAK_START_UP;
+
+uint64_t hak_stat_read(enum hak_stat which)
+{
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < HAK_STAT_STRIPES; i++)
+        sum += atomic_load_explicit(&hak_stat_stripes[i].counter[which], memory_order_relaxed);
+    return sum;
+}
+
+struct hak_page_counts_now hak_stat_read_pages(enum hak_page_bucket bucket)
+{
+    struct hak_page_counts_now sum = {0, 0};
+    for (unsigned i = 0; i < HAK_STAT_STRIPES; i++) {
+        const struct hak_page_counts *counts = &hak_stat_stripes[i].pages[bucket];
+        sum.first += atomic_load_explicit(&counts->first, memory_order_relaxed);
+        sum.reused += atomic_load_explicit(&counts->reused, memory_order_relaxed);
+    }
+    return sum;
+}
+
+/* The unmapped bytes are summed first: both counts only grow, so a map and
+ * unmap by other threads between the two sums add to the mapped bytes
+ * only.  An unmap seen without its map (the adds are relaxed, and in
+ * different stripes when threads hand memory on) reads as nothing mapped
+ * rather than a wrapped difference. */
+uint64_t hak_stat_mapped_now(void)
+{
+    uint64_t unmapped = hak_stat_read(HAK_STAT_UNMAPPED_BYTES);
+    uint64_t mapped = hak_stat_read(HAK_STAT_MAPPED_BYTES);
+    return mapped > unmapped ? mapped - unmapped : 0;
+}
 
 void hak_stats_note_topology(const struct hak_printer *note)
 {

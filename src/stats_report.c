@@ -88,8 +88,9 @@ static void print_pages(struct hak_printer *out)
             first = first_total;
             reused = reused_total;
         } else {
-            first = atomic_load_explicit(&hak_stat_pages[bucket].first, memory_order_relaxed);
-            reused = atomic_load_explicit(&hak_stat_pages[bucket].reused, memory_order_relaxed);
+            struct hak_page_counts_now counts = hak_stat_read_pages(bucket);
+            first = counts.first;
+            reused = counts.reused;
             first_total += first;
             reused_total += reused;
             if (bucket < HAK_PAGES_MID)
@@ -110,7 +111,7 @@ static void print_text(struct hak_printer *out)
     print_classes(out);
     for (unsigned i = 0; i < HAK_STAT_COUNT; i++) {
         hak_print_padded(out, counter_names[i], 22);
-        hak_print_u64(out, atomic_load_explicit(&hak_stat_counters[i], memory_order_relaxed), 16);
+        hak_print_u64(out, hak_stat_read(i), 16);
         hak_print_str(out, "\n");
     }
     for (unsigned node = 0; node < HAK_MAX_NODES; node++) {
@@ -241,14 +242,11 @@ static void json_pages(struct hak_printer *out)
             hak_class_name(bucket, name);
         else
             label = names[bucket - HAK_PAGES_MID];
+        struct hak_page_counts_now counts = hak_stat_read_pages(bucket);
         json_key(out, label, bucket == 0);
         hak_print_str(out, "{");
-        json_number(out, "first_touched",
-                    atomic_load_explicit(&hak_stat_pages[bucket].first, memory_order_relaxed),
-                    true);
-        json_number(out, "reused",
-                    atomic_load_explicit(&hak_stat_pages[bucket].reused, memory_order_relaxed),
-                    false);
+        json_number(out, "first_touched", counts.first, true);
+        json_number(out, "reused", counts.reused, false);
         hak_print_str(out, "}");
     }
     hak_print_str(out, "}");
@@ -264,8 +262,7 @@ static void print_json(struct hak_printer *out)
     json_key(out, "counters", false);
     hak_print_str(out, "{");
     for (unsigned i = 0; i < HAK_STAT_COUNT; i++)
-        json_number(out, counter_names[i],
-                    atomic_load_explicit(&hak_stat_counters[i], memory_order_relaxed), i == 0);
+        json_number(out, counter_names[i], hak_stat_read(i), i == 0);
     hak_print_str(out, "}");
     json_nodes(out);
     json_pages(out);

@@ -17,7 +17,8 @@ tests_test_topology_SOURCES = tests/test_topology.c tests/harness.h \
 	src/numa/topology.c src/numa/topology.h \
 	src/numa/topology_hwloc.c src/numa/topology_hwloc.h \
 	src/fork_locks.c src/fork_locks.h \
-	src/os.c src/os.h src/print.c src/print.h
+	src/os.c src/os.h src/print.c src/print.h \
+	src/stats.c src/stats.h src/thread_ordinal.c src/thread_ordinal.h
 tests_test_topology_CPPFLAGS = -D_GNU_SOURCE -I$(top_srcdir)/include -I$(top_builddir) \
 	-I$(top_srcdir)/src $(HWLOC_CFLAGS)
 tests_test_topology_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS)
@@ -32,7 +33,8 @@ tests_test_topology_shapes_SOURCES = tests/test_topology_shapes.c tests/harness.
 	src/numa/topology.c src/numa/topology.h \
 	src/numa/topology_hwloc.c src/numa/topology_hwloc.h \
 	src/fork_locks.c src/fork_locks.h \
-	src/os.c src/os.h src/print.c src/print.h
+	src/os.c src/os.h src/print.c src/print.h \
+	src/stats.c src/stats.h src/thread_ordinal.c src/thread_ordinal.h
 tests_test_topology_shapes_CPPFLAGS = $(tests_test_topology_CPPFLAGS)
 tests_test_topology_shapes_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS)
 tests_test_topology_shapes_LDFLAGS = -no-install

@@ -25,24 +25,28 @@
 
 struct hak_options hak_options = {.numa = HAK_NUMA_AUTO};
 
-/* What the library gets from stats.c and init.c, which are not compiled
- * in: the topology's note is kept to be checked. */
-_Atomic uint64_t hak_stat_counters[HAK_STAT_COUNT];
+/* What the library gets from init.c, which is not compiled in. */
 void hak_fatal(const char *what, const void *addr)
 {
     hard_error("hak_fatal: %s %p", what, addr);
     abort();
 }
-static const struct hak_printer *topology_note;
-void hak_stats_note_topology(const struct hak_printer *note)
-{
-    topology_note = note;
-}
-
 static bool note_starts(const char *text)
 {
-    return topology_note && topology_note->len >= strlen(text) &&
-           !memcmp(topology_note->buf, text, strlen(text));
+    const struct hak_printer *note = hak_stats_topology_note();
+    return note && note->len >= strlen(text) && !memcmp(note->buf, text, strlen(text));
+}
+
+static int note_length(void)
+{
+    const struct hak_printer *note = hak_stats_topology_note();
+    return note ? (int)note->len : 0;
+}
+
+static const char *note_text(void)
+{
+    const struct hak_printer *note = hak_stats_topology_note();
+    return note ? note->buf : "";
 }
 
 extern void *__libc_malloc(size_t size);
@@ -390,7 +394,7 @@ static void test_machine(void)
     discover();
     CHECK(hak_numa_node_count() == 1, "HAKMEM_NUMA=off: %u nodes", hak_numa_node_count());
     CHECK(note_starts("topology: one node (HAKMEM_NUMA=off)\n"), "HAKMEM_NUMA=off: note \"%.*s\"",
-          topology_note ? (int)topology_note->len : 0, topology_note ? topology_note->buf : "");
+          note_length(), note_text());
     CHECK(!hwloc_mapped(), "HAKMEM_NUMA=off loaded hwloc");
 
     int online = __builtin_popcountll(sysfs_nodes("online"));
@@ -428,8 +432,7 @@ static void test_machine(void)
 
     unsigned count = hak_numa_node_count();
     CHECK(count <= bound, "discovery found %u nodes, past the bound of %u", count, bound);
-    printf("%.*s", topology_note ? (int)topology_note->len : 0,
-           topology_note ? topology_note->buf : "");
+    printf("%.*s", note_length(), note_text());
     if (in_cpuset <= 1) {
         CHECK(note_starts("topology: one node (the process may allocate from one)\n"),
               "one node in the cpuset: the note says otherwise");

@@ -18,8 +18,7 @@
 #include "numa/topology.h"
 #include "stats.h"
 
-/* os.c counts mappings and reports faults through these. */
-_Atomic uint64_t hak_stat_counters[HAK_STAT_COUNT];
+/* os.c reports faults through this (init.c is not compiled in). */
 void hak_fatal(const char *what, const void *addr)
 {
     hard_error("hak_fatal: %s %p", what, addr);

@@ -49,18 +49,10 @@ static pthread_mutex_t *lock_of(const struct hot_span_box *box)
                 .mutex;
 }
 
-/* The calling thread's shard: given in turn to threads as they first put
- * or take, so that HAK_HOT_SPAN_SHARDS threads have one each.  0: none yet. */
-static __thread uint8_t thread_shard __attribute__((tls_model("initial-exec")));
-static atomic_uint shards_given;
-
+/* The calling thread's shard: HAK_HOT_SPAN_SHARDS threads have one each. */
 static unsigned my_shard(void)
 {
-    if (HAK_UNLIKELY(!thread_shard))
-        thread_shard =
-            (uint8_t)(1 + atomic_fetch_add_explicit(&shards_given, 1, memory_order_relaxed) %
-                              HAK_HOT_SPAN_SHARDS);
-    return thread_shard - 1u;
+    return hak_thread_ordinal() % HAK_HOT_SPAN_SHARDS;
 }
 
 static size_t span_bytes(const struct hak_slab *span)

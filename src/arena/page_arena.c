@@ -76,8 +76,7 @@ static void bin_remove(struct page_arena *arena, struct hak_slab *span)
  * PROBE_EVERY) lets the answer change with the program. */
 static bool want_huge_pages(void *probe, uint32_t made)
 {
-    uint64_t chunks =
-        atomic_load_explicit(&hak_stat_counters[HAK_STAT_ARENA_CHUNKS], memory_order_relaxed);
+    uint64_t chunks = hak_stat_read(HAK_STAT_ARENA_CHUNKS);
     if (chunks < HUGE_PAGES_AFTER_CHUNKS || !probe || !hak_options_huge_pages() ||
         made % PROBE_EVERY == 0)
         return false;

@@ -21,11 +21,6 @@
 
 #define MAX_SPANS 64
 
-static uint64_t counter(enum hak_stat which)
-{
-    return atomic_load(&hak_stat_counters[which]);
-}
-
 static char *chunk_base(const struct hak_slab *span)
 {
     return (char *)span->chunk;
@@ -125,11 +120,11 @@ static void check_chunk_whole(struct hak_chunk_head *chunk, const char *order)
             CHECK(false, "%s: page %u of the freed chunk is not in its one free span", order, p);
             break;
         }
-    uint64_t chunks_before = counter(HAK_STAT_ARENA_CHUNKS);
+    uint64_t chunks_before = hak_stat_read(HAK_STAT_ARENA_CHUNKS);
     struct hak_slab *whole = alloc_span(HAK_ARENA_USABLE_PAGES);
     CHECK(whole->chunk == chunk && whole->first_page == HAK_ARENA_HEADER_PAGES,
           "%s: a whole chunk's worth of pages did not come from the freed chunk", order);
-    CHECK(counter(HAK_STAT_ARENA_CHUNKS) == chunks_before,
+    CHECK(hak_stat_read(HAK_STAT_ARENA_CHUNKS) == chunks_before,
           "%s: the freed pages did not coalesce, a new chunk was mapped", order);
     check_span(whole, HAK_ARENA_USABLE_PAGES);
     free_span(whole);
@@ -373,7 +368,7 @@ static void test_hot_best_fit(void)
     char *a_start = a->start, *c_start = c->start;
     fill_pattern(a_start, 8 * HAK_PAGE_SIZE, 1);
     fill_pattern(c_start, 3 * HAK_PAGE_SIZE, 3);
-    uint64_t evictions = counter(HAK_STAT_HOT_EVICTIONS);
+    uint64_t evictions = hak_stat_read(HAK_STAT_HOT_EVICTIONS);
     hak_hot_span_put(a);
     hak_hot_span_put(c);
 
@@ -400,7 +395,7 @@ static void test_hot_best_fit(void)
     check_hot(a_whole, a_start, 8, 1, "the pieces of the span of 8, put back");
     struct hak_slab *c_whole = hak_hot_span_take(0, 3);
     check_hot(c_whole, c_start, 3, 3, "the pieces of the span of 3, put back");
-    CHECK(counter(HAK_STAT_HOT_EVICTIONS) == evictions, "cutting and merging evicted spans");
+    CHECK(hak_stat_read(HAK_STAT_HOT_EVICTIONS) == evictions, "cutting and merging evicted spans");
     if (a_whole)
         free_span(a_whole);
     if (c_whole)
@@ -556,11 +551,12 @@ static void test_hot_shards(void)
  * decommit may have failed), nor a span the HotSpanBox gives back. */
 static void test_fresh_spans(void)
 {
-    uint64_t chunks = counter(HAK_STAT_ARENA_CHUNKS);
+    uint64_t chunks = hak_stat_read(HAK_STAT_ARENA_CHUNKS);
     /* The wholly free chunk the arena keeps, if any, or a new one. */
     struct hak_slab *spare = alloc_span(HAK_ARENA_USABLE_PAGES);
     struct hak_slab *front = alloc_span(HAK_ARENA_USABLE_PAGES - 8);
-    CHECK(counter(HAK_STAT_ARENA_CHUNKS) > chunks, "two chunks' worth of spans made no chunk");
+    CHECK(hak_stat_read(HAK_STAT_ARENA_CHUNKS) > chunks,
+          "two chunks' worth of spans made no chunk");
     CHECK(front->fresh, "the front of a new chunk was not fresh");
     /* The chunk's last 8 pages, the latest span of that length in the
      * bins, which the arena takes first. */
@@ -609,12 +605,12 @@ static void test_hot_budget(void)
             CHECK(false, "span %u is not in the chunk of the span allocated before it", i);
             return;
         }
-    uint64_t evictions = counter(HAK_STAT_HOT_EVICTIONS);
+    uint64_t evictions = hak_stat_read(HAK_STAT_HOT_EVICTIONS);
     for (unsigned i = 0; i < SPANS; i++)
         hak_hot_span_put(spans[i]);
-    CHECK(counter(HAK_STAT_HOT_EVICTIONS) - evictions == SPANS - KEPT,
+    CHECK(hak_stat_read(HAK_STAT_HOT_EVICTIONS) - evictions == SPANS - KEPT,
           "%llu evictions for %u spans over a budget of %u",
-          (unsigned long long)(counter(HAK_STAT_HOT_EVICTIONS) - evictions), SPANS, KEPT);
+          (unsigned long long)(hak_stat_read(HAK_STAT_HOT_EVICTIONS) - evictions), SPANS, KEPT);
     for (unsigned i = 0; i < SPANS - KEPT; i++)
         CHECK(nonzero_offset(starts[i], span_bytes) == PATTERN_INTACT,
               "evicted span %u was not decommitted", i);
@@ -706,11 +702,11 @@ static void test_release_stale(void)
     hak_hot_span_put(old);
     hak_hot_span_put(young);
     unit_age_hot_span(old, 2 * STALE_MS);
-    uint64_t evictions = counter(HAK_STAT_HOT_EVICTIONS);
+    uint64_t evictions = hak_stat_read(HAK_STAT_HOT_EVICTIONS);
     hak_hot_span_release_stale(0);
-    CHECK(counter(HAK_STAT_HOT_EVICTIONS) - evictions == 1,
+    CHECK(hak_stat_read(HAK_STAT_HOT_EVICTIONS) - evictions == 1,
           "%llu spans left the box, expected the one idle for %d ms",
-          (unsigned long long)(counter(HAK_STAT_HOT_EVICTIONS) - evictions), 2 * STALE_MS);
+          (unsigned long long)(hak_stat_read(HAK_STAT_HOT_EVICTIONS) - evictions), 2 * STALE_MS);
     CHECK(nonzero_offset(old_start, span_bytes) == PATTERN_INTACT,
           "the stale span was not decommitted");
     CHECK(pattern_mismatch(young_start, span_bytes, 32) == PATTERN_INTACT,
@@ -824,15 +820,15 @@ static void test_concurrent_chunks(void)
 {
     static const struct race_backend arena = {alloc_span, free_span, 700, 400};
     uint64_t mapped = atomic_load(&hak_stat_node_mapped[0]);
-    uint64_t made = counter(HAK_STAT_ARENA_CHUNKS);
-    uint64_t superslabs = counter(HAK_STAT_SUPERSLABS);
+    uint64_t made = hak_stat_read(HAK_STAT_ARENA_CHUNKS);
+    uint64_t superslabs = hak_stat_read(HAK_STAT_SUPERSLABS);
     race(&arena);
-    CHECK(counter(HAK_STAT_ARENA_CHUNKS) > made + RACE_THREADS,
+    CHECK(hak_stat_read(HAK_STAT_ARENA_CHUNKS) > made + RACE_THREADS,
           "the race made %llu chunks: too few to have raced",
-          (unsigned long long)(counter(HAK_STAT_ARENA_CHUNKS) - made));
+          (unsigned long long)(hak_stat_read(HAK_STAT_ARENA_CHUNKS) - made));
     hak_page_arena_release_free(0);
     uint64_t left = atomic_load(&hak_stat_node_mapped[0]);
-    uint64_t grown = (counter(HAK_STAT_SUPERSLABS) - superslabs) * HAK_SUPERSLAB_SIZE;
+    uint64_t grown = (hak_stat_read(HAK_STAT_SUPERSLABS) - superslabs) * HAK_SUPERSLAB_SIZE;
     CHECK(left <= mapped + grown,
           "node 0 maps %llu bytes after the race and a release, %llu before it (%llu in new "
           "SuperSlabs)",
@@ -864,7 +860,7 @@ int main(void)
 {
     unit_watchdog();
     setvbuf(stdout, NULL, _IONBF, 0);
-    if (counter(HAK_STAT_ARENA_CHUNKS) != 0) {
+    if (hak_stat_read(HAK_STAT_ARENA_CHUNKS) != 0) {
         /* A runtime loaded before main (a sanitizer, a preload) allocated
          * Mid or L25 blocks: the layout checks below would not hold. */
         fprintf(stderr, "SKIP: node 0's arena was used before the test started\n");

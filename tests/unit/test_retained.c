@@ -25,11 +25,6 @@
 
 #define SLAB_TOUCHED 16
 
-static uint64_t counter(enum hak_stat which)
-{
-    return atomic_load(&hak_stat_counters[which]);
-}
-
 static void *large_alloc(size_t size)
 {
     void *block = hak_large_alloc(size, HAK_PAGE_SIZE, 0, false);
@@ -46,18 +41,19 @@ static void large_free(void *block)
 
 static void test_large_cache(void)
 {
-    uint64_t live = counter(HAK_STAT_LARGE_LIVE);
-    uint64_t usable = counter(HAK_STAT_LARGE_LIVE_USABLE);
+    uint64_t live = hak_stat_read(HAK_STAT_LARGE_LIVE);
+    uint64_t usable = hak_stat_read(HAK_STAT_LARGE_LIVE_USABLE);
     void *a = large_alloc(2 * MiB);
     void *b = large_alloc(3 * MiB);
-    CHECK(counter(HAK_STAT_LARGE_LIVE) == live + 2 &&
-              counter(HAK_STAT_LARGE_LIVE_USABLE) >= usable + 5 * MiB,
+    CHECK(hak_stat_read(HAK_STAT_LARGE_LIVE) == live + 2 &&
+              hak_stat_read(HAK_STAT_LARGE_LIVE_USABLE) >= usable + 5 * MiB,
           "two large blocks out: the gauges say %llu blocks, %llu bytes",
-          (unsigned long long)(counter(HAK_STAT_LARGE_LIVE) - live),
-          (unsigned long long)(counter(HAK_STAT_LARGE_LIVE_USABLE) - usable));
+          (unsigned long long)(hak_stat_read(HAK_STAT_LARGE_LIVE) - live),
+          (unsigned long long)(hak_stat_read(HAK_STAT_LARGE_LIVE_USABLE) - usable));
     large_free(a);
     large_free(b);
-    CHECK(counter(HAK_STAT_LARGE_LIVE) == live && counter(HAK_STAT_LARGE_LIVE_USABLE) == usable,
+    CHECK(hak_stat_read(HAK_STAT_LARGE_LIVE) == live &&
+              hak_stat_read(HAK_STAT_LARGE_LIVE_USABLE) == usable,
           "the large-block gauges did not come back after the frees");
     uint64_t count = 0;
     size_t cached = hak_large_cached(0, &count);
@@ -223,11 +219,11 @@ static void test_spare_superslabs(bool region)
           mapped_chunks(), chunk_count);
     CHECK(region_chunks() == (region ? chunk_count : 0), "%u of %u SuperSlabs in the region%s",
           region_chunks(), chunk_count, region ? "" : ", which is not there");
-    uint64_t created = counter(HAK_STAT_SUPERSLABS);
+    uint64_t created = hak_stat_read(HAK_STAT_SUPERSLABS);
     cycle_superslabs(3);
-    CHECK(counter(HAK_STAT_SUPERSLABS) == created,
+    CHECK(hak_stat_read(HAK_STAT_SUPERSLABS) == created,
           "%llu SuperSlabs mapped anew for slabs the spares had",
-          (unsigned long long)(counter(HAK_STAT_SUPERSLABS) - created));
+          (unsigned long long)(hak_stat_read(HAK_STAT_SUPERSLABS) - created));
     cycle_superslabs(SPARES_KEPT + 2);
     size_t spare_bytes =
         SPARES_KEPT * (region ? SLABS_PER_SS * SLAB_TOUCHED * HAK_PAGE_SIZE : HAK_SUPERSLAB_SIZE);
@@ -240,15 +236,15 @@ static void test_spare_superslabs(bool region)
         CHECK(chunk_count == SPARES_KEPT + 2 && mapped_chunks() == chunk_count,
               "%u of %u emptied SuperSlabs in the region stay mapped", mapped_chunks(),
               chunk_count);
-        created = counter(HAK_STAT_SUPERSLABS);
+        created = hak_stat_read(HAK_STAT_SUPERSLABS);
         size_t released = hak_shared_pool_release(0);
         CHECK(released == all_bytes, "malloc_trim's release gave back %zu bytes, not %zu", released,
               all_bytes);
         CHECK(chunks_decommitted(), "a retired SuperSlab's slabs still hold their pages");
         cycle_superslabs(SPARES_KEPT + 2);
-        CHECK(counter(HAK_STAT_SUPERSLABS) == created,
+        CHECK(hak_stat_read(HAK_STAT_SUPERSLABS) == created,
               "%llu SuperSlabs made while retired ones had free slabs",
-              (unsigned long long)(counter(HAK_STAT_SUPERSLABS) - created));
+              (unsigned long long)(hak_stat_read(HAK_STAT_SUPERSLABS) - created));
         CHECK(hak_shared_pool_release(0) == all_bytes,
               "malloc_trim's second release gave back other than the spares' pages");
         CHECK(chunks_decommitted(), "the second cycle's slabs still hold their pages");
@@ -289,11 +285,13 @@ static void test_growth_releases_stale_spans(void)
 
     /* Free slabs of SuperSlabs the region keeps come first. */
     static struct hak_slab *slabs[(SPARES_KEPT + 3) * SLABS_PER_SS];
-    uint64_t created = counter(HAK_STAT_SUPERSLABS);
+    uint64_t created = hak_stat_read(HAK_STAT_SUPERSLABS);
     unsigned taken = 0;
-    while (counter(HAK_STAT_SUPERSLABS) == created && taken < sizeof(slabs) / sizeof(slabs[0]))
+    while (hak_stat_read(HAK_STAT_SUPERSLABS) == created &&
+           taken < sizeof(slabs) / sizeof(slabs[0]))
         slabs[taken++] = take_slab();
-    CHECK(counter(HAK_STAT_SUPERSLABS) > created, "%u slabs taken, no SuperSlab mapped", taken);
+    CHECK(hak_stat_read(HAK_STAT_SUPERSLABS) > created, "%u slabs taken, no SuperSlab mapped",
+          taken);
     count = 0;
     size_t held = hak_hot_span_retained(0, &count);
     CHECK(count == 1 && held == PAGES * HAK_PAGE_SIZE,
@@ -347,16 +345,16 @@ static size_t hot_pages(void)
  * budget's doublings since. */
 static size_t squeeze_then_miss(uint64_t *grew)
 {
-    uint64_t evictions = counter(HAK_STAT_HOT_EVICTIONS);
-    uint64_t growths = counter(HAK_STAT_HOT_BUDGET_GROWTHS);
+    uint64_t evictions = hak_stat_read(HAK_STAT_HOT_EVICTIONS);
+    uint64_t growths = hak_stat_read(HAK_STAT_HOT_BUDGET_GROWTHS);
     size_t held = 0;
-    while (counter(HAK_STAT_HOT_EVICTIONS) == evictions) {
+    while (hak_stat_read(HAK_STAT_HOT_EVICTIONS) == evictions) {
         held = hot_pages();
         put_span();
     }
     uint32_t longer = (uint32_t)hot_pages() + 1; /* than the spans put, even merged */
     CHECK(hak_hot_span_take(0, longer) == NULL, "a span of %u pages was found", longer);
-    *grew = counter(HAK_STAT_HOT_BUDGET_GROWTHS) - growths;
+    *grew = hak_stat_read(HAK_STAT_HOT_BUDGET_GROWTHS) - growths;
     return held;
 }
 
@@ -459,13 +457,15 @@ static void test_limit_below_reservation(void)
           unused / 2 / MiB);
     CHECK(unit_address_space() < before - unused / 2, "the region's reservation is still there");
     CHECK(!hak_os_release_reservation_over_limit(), "the reservation went back twice");
-    uint64_t created = counter(HAK_STAT_SUPERSLABS);
+    uint64_t created = hak_stat_read(HAK_STAT_SUPERSLABS);
     size_t used = region_used();
     static struct hak_slab *slabs[(SPARES_KEPT + 8) * SLABS_PER_SS];
     unsigned taken = 0;
-    while (counter(HAK_STAT_SUPERSLABS) == created && taken < sizeof(slabs) / sizeof(slabs[0]))
+    while (hak_stat_read(HAK_STAT_SUPERSLABS) == created &&
+           taken < sizeof(slabs) / sizeof(slabs[0]))
         slabs[taken++] = take_slab();
-    CHECK(counter(HAK_STAT_SUPERSLABS) > created && !hak_superslab_region_holds(slabs[taken - 1]),
+    CHECK(hak_stat_read(HAK_STAT_SUPERSLABS) > created &&
+              !hak_superslab_region_holds(slabs[taken - 1]),
           "under the limit a new SuperSlab came from the region");
     CHECK(region_used() == used, "the region grew under the limit");
     for (unsigned i = 0; i < taken; i++)
