@@ -1,5 +1,7 @@
 #include "hot_span_box.h"
 
+#include <string.h>
+
 #include "../fork_locks.h"
 #include "../options.h"
 #include "../os.h"
@@ -15,6 +17,9 @@
 /* The budget grows by doublings, up to 8 times HAKMEM_HOT_BYTES. */
 #define MAX_BUDGET_DOUBLINGS 3
 
+/* Descriptors a box keeps from its merges for its splits. */
+#define MAX_SPARE_DESCS 8
+
 struct hot_span_box {
     size_t bytes;
     size_t spans;
@@ -24,6 +29,12 @@ struct hot_span_box {
     uint64_t squeezed_ms;      /* when spans last left for want of room */
     unsigned doublings;        /* of the budget (hot_budget) */
     uint32_t longest;          /* pages of the longest span, read without the lock */
+    /* Descriptors left over by merges (through next), for the next split:
+     * each merge gives one up and each cut takes one, and two threads
+     * cycling L25 blocks took the metadata allocator's one lock at both
+     * (l25_steady: a third of the operations each). */
+    struct hak_slab *spare_descs;
+    uint32_t spare_count;
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
 /* Each node's box comes in shards, each a box of its own, with its own
@@ -250,6 +261,31 @@ static void age_replace(struct hot_span_box *box, struct hak_slab *old, struct h
     old->age_next = old->age_prev = NULL;
 }
 
+/* A descriptor for a split, zeroed as hak_span_desc_alloc gives it. */
+static struct hak_slab *take_desc(struct hot_span_box *box)
+{
+    struct hak_slab *desc = box->spare_descs;
+    if (!desc)
+        return hak_span_desc_alloc();
+    box->spare_descs = desc->next;
+    box->spare_count--;
+    memset(desc, 0, sizeof *desc);
+    return desc;
+}
+
+/* Keeps *desc, a merge's leftover, for a split, when the box has room;
+ * *desc is then NULL, and otherwise for the caller to free after the
+ * lock. */
+static void keep_desc(struct hot_span_box *box, struct hak_slab **desc)
+{
+    if (!*desc || box->spare_count == MAX_SPARE_DESCS)
+        return;
+    (*desc)->next = box->spare_descs;
+    box->spare_descs = *desc;
+    box->spare_count++;
+    *desc = NULL;
+}
+
 /* Cuts the first pages pages off span, which become the span returned; the
  * rest stays in the box with span's age.  A larger span serves a smaller
  * request, so that freed memory of any length is reused before a fresh
@@ -323,7 +359,7 @@ static struct hak_slab *take_from(struct hot_span_box *box, uint32_t pages, uint
     if (*split) {
         /* Under the lock (meta's comes after it): a span taken meanwhile
          * would leave us nothing to split. */
-        struct hak_slab *desc = hak_span_desc_alloc();
+        struct hak_slab *desc = take_desc(box);
         span = desc ? split_head(box, span, desc, pages, mapped) : NULL;
     } else if (span) {
         unlink_span(box, span);
@@ -490,6 +526,8 @@ void hak_hot_span_put(struct hak_slab *span)
     box->bytes += span_bytes(span);
     struct hak_slab *evicted = collect_evictions(box, now, hak_options.decay_ms, BY_USE);
     note_longest(box);
+    keep_desc(box, &drop[0]);
+    keep_desc(box, &drop[1]);
     pthread_mutex_unlock(lock_of(box));
     for (unsigned i = 0; i < 2; i++)
         if (drop[i])
