@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "arena/hot_span_box.h"
+#include "arena/meta.h"
 #include "arena/page_arena.h"
 #include "arena/page_map.h"
 #include "options.h"
@@ -444,8 +445,9 @@ static void test_hot_merge(void)
     hak_hot_span_put(y);
     /* z's descriptor, merged into x, is free: a neighbour of another
      * shard that still finds it must not take it for hot in its own.
-     * (Freed, a descriptor keeps all but its first word, the meta
-     * allocator's link.) */
+     * (Left over, a descriptor keeps its kind: the box links its spares
+     * through next, the meta allocator its free ones through the first
+     * word.) */
     CHECK(z->kind == HAK_SLAB_INVALID, "a span merged into its neighbour kept kind %u", z->kind);
     struct hak_slab *whole = hak_hot_span_take(0, 12);
     check_hot(whole, start, 12, 5, "three neighbours put in the order 1, 3, 2");
@@ -470,6 +472,42 @@ static void test_hot_merge(void)
     check_hot(whole, start, 8, 6, "a span of 2 pages put after its neighbour of 6");
     if (whole)
         free_span(whole);
+    free_span(fence);
+}
+
+/* The descriptor a merge leaves over is the one the box's next split
+ * gives out (it keeps a few, rather than ask the meta allocator, under its
+ * one lock, at each merge and split). */
+static void test_hot_spare_descriptor(void)
+{
+    struct hak_slab *fence;
+    struct hak_slab *front = alloc_span(4);
+    struct hak_slab *back = alloc_fenced(4, &fence);
+    if (back->start != front->end)
+        hard_error("the arena did not place two spans side by side");
+    char *start = front->start;
+    fill_pattern(start, 8 * HAK_PAGE_SIZE, 9);
+    hak_hot_span_put(front);
+    hak_hot_span_put(back);
+    CHECK(back->kind == HAK_SLAB_INVALID, "a span of 4 merged into its neighbour kept kind %u",
+          back->kind);
+    /* Kept by the box, not handed back: another asks the meta allocator. */
+    struct hak_slab *other = hak_span_desc_alloc();
+    CHECK(other != back, "the meta allocator gave out a descriptor the box keeps");
+    /* The head is the shorter part, which takes a descriptor of its own. */
+    struct hak_slab *head = hak_hot_span_take(0, 2);
+    CHECK(head == back, "2 pages cut from a merged span: not the descriptor the merge left over");
+    check_hot(head, start, 2, 9, "2 pages out of two spans of 4 merged");
+    struct hak_slab *rest = hak_hot_span_take(0, 6);
+    CHECK(rest == front, "the rest of 6 pages did not keep the merged span's descriptor");
+    check_hot(rest, start + 2 * HAK_PAGE_SIZE, 6, 9 + 2 * HAK_PAGE_SIZE / 8,
+              "6 pages: the rest of two spans of 4 merged");
+    if (head)
+        free_span(head);
+    if (rest)
+        free_span(rest);
+    if (other)
+        hak_span_desc_free(other);
     free_span(fence);
 }
 
@@ -876,6 +914,7 @@ int main(void)
     test_hot_best_fit();
     test_hot_short_front();
     test_hot_merge();
+    test_hot_spare_descriptor();
     test_hot_shards();
     test_fresh_spans();
     test_hot_budget();
