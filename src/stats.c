@@ -16,18 +16,29 @@ _Static_assert(HAK_PAGES_MID == HAK_SMALL_CLASSES, "one page bucket per small cl
 
 static _Atomic(const struct hak_printer *) topology_note HAK_START_UP;
 
+/* The stripes threads have written: a process of one thread reads one. */
+static unsigned stripes_used(void)
+{
+    uint32_t given = hak_thread_ordinals_given();
+    return given < HAK_STAT_STRIPES ? given : HAK_STAT_STRIPES;
+}
+
+/* A gauge's stripes wrap below 0 when a thread takes off what another put
+ * on, and a sum read while threads add can catch the taking off without
+ * the putting on: read as signed, that is less than nothing, and reads as
+ * 0 rather than as 2^64 less a little.  A count never reaches 2^63. */
 uint64_t hak_stat_read(enum hak_stat which)
 {
     uint64_t sum = 0;
-    for (unsigned i = 0; i < HAK_STAT_STRIPES; i++)
+    for (unsigned i = 0, used = stripes_used(); i < used; i++)
         sum += atomic_load_explicit(&hak_stat_stripes[i].counter[which], memory_order_relaxed);
-    return sum;
+    return (int64_t)sum < 0 ? 0 : sum;
 }
 
 struct hak_page_counts_now hak_stat_read_pages(enum hak_page_bucket bucket)
 {
     struct hak_page_counts_now sum = {0, 0};
-    for (unsigned i = 0; i < HAK_STAT_STRIPES; i++) {
+    for (unsigned i = 0, used = stripes_used(); i < used; i++) {
         const struct hak_page_counts *counts = &hak_stat_stripes[i].pages[bucket];
         sum.first += atomic_load_explicit(&counts->first, memory_order_relaxed);
         sum.reused += atomic_load_explicit(&counts->reused, memory_order_relaxed);

@@ -68,7 +68,7 @@ static inline struct hak_stat_stripe *hak_stat_my_stripe(void)
     return &hak_stat_stripes[hak_thread_ordinal() % HAK_STAT_STRIPES];
 }
 
-/* The sums over the stripes. */
+/* The sums over the stripes written so far. */
 uint64_t hak_stat_read(enum hak_stat which);
 struct hak_page_counts_now {
     uint64_t first;
@@ -128,8 +128,8 @@ static inline void hak_stat_add(enum hak_stat which, uint64_t n)
     atomic_fetch_add_explicit(&hak_stat_my_stripe()->counter[which], n, memory_order_relaxed);
 }
 
-/* A gauge's stripes wrap below 0 when a thread takes off what another put
- * on; their sum, modulo 2^64 as well, is right. */
+/* A gauge's stripes wrap below 0 when a thread takes off what another
+ * put on; their sum, modulo 2^64 as well, is right (hak_stat_read). */
 static inline void hak_stat_gauge(enum hak_stat which, int64_t delta)
 {
     hak_stat_add(which, (uint64_t)delta);

@@ -6,6 +6,7 @@
 #include "../options.h"
 #include "../os.h"
 #include "../stats.h"
+#include "../thread_ordinal.h"
 #include "meta.h"
 #include "page_arena.h"
 #include "slab.h"
@@ -16,9 +17,6 @@
 
 /* The budget grows by doublings, up to 8 times HAKMEM_HOT_BYTES. */
 #define MAX_BUDGET_DOUBLINGS 3
-
-/* Descriptors a box keeps from its merges for its splits. */
-#define MAX_SPARE_DESCS 8
 
 struct hot_span_box {
     size_t bytes;
@@ -60,7 +58,9 @@ static pthread_mutex_t *lock_of(const struct hot_span_box *box)
                 .mutex;
 }
 
-/* The calling thread's shard: HAK_HOT_SPAN_SHARDS threads have one each. */
+/* The calling thread's shard, by its ordinal: threads take one each in the
+ * order they first allocated. */
+_Static_assert(HAK_THREAD_ORDINALS % HAK_HOT_SPAN_SHARDS == 0, "shards in turn");
 static unsigned my_shard(void)
 {
     return hak_thread_ordinal() % HAK_HOT_SPAN_SHARDS;
@@ -278,7 +278,7 @@ static struct hak_slab *take_desc(struct hot_span_box *box)
  * lock. */
 static void keep_desc(struct hot_span_box *box, struct hak_slab **desc)
 {
-    if (!*desc || box->spare_count == MAX_SPARE_DESCS)
+    if (!*desc || box->spare_count == HAK_HOT_SPAN_SPARE_DESCS)
         return;
     (*desc)->next = box->spare_descs;
     box->spare_descs = *desc;

@@ -11,6 +11,11 @@
 
 #include "../internal.h"
 
+/* Descriptors a shard keeps from its merges for its splits, rather than
+ * hand each back to the metadata allocator and ask it for another, both
+ * under its one lock. */
+#define HAK_HOT_SPAN_SPARE_DESCS 8
+
 /* pages pages of hot memory on node: the front of the shortest hot span
  * that is long enough, the most recently freed of that length, in the
  * calling thread's shard, or else in the first other shard that has one;

@@ -21,6 +21,7 @@ UNIT_TESTS = \
 	tests/unit/test_decommit \
 	tests/unit/test_cpu_move \
 	tests/unit/test_retained \
+	tests/unit/test_stats \
 	tests/unit/test_free_memory_reported \
 	tests/unit/test_os_map \
 	tests/unit/test_old_kernel_moves
@@ -99,6 +100,11 @@ tests_unit_test_retained_SOURCES = tests/unit/test_retained.c tests/unit/unit.h
 tests_unit_test_retained_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_retained_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_retained_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_stats_SOURCES = tests/unit/test_stats.c tests/unit/unit.h
+tests_unit_test_stats_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_stats_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_stats_LDADD = $(UNIT_LDADD)
 
 tests_unit_test_free_memory_reported_SOURCES = tests/unit/test_free_memory_reported.c tests/unit/unit.h
 tests_unit_test_free_memory_reported_CPPFLAGS = $(UNIT_CPPFLAGS)

@@ -480,7 +480,20 @@ static void test_hot_merge(void)
  * one lock, at each merge and split). */
 static void test_hot_spare_descriptor(void)
 {
-    struct hak_slab *fence;
+    /* Spares of earlier tests' merges used up first, by as many cuts off
+     * one span, each of which takes a descriptor; the pieces go back to
+     * the arena, not the box. */
+    struct hak_slab *fence, *pieces[HAK_HOT_SPAN_SPARE_DESCS + 1];
+    struct hak_slab *cut = alloc_fenced(2 * HAK_HOT_SPAN_SPARE_DESCS, &fence);
+    hak_hot_span_put(cut);
+    for (unsigned i = 0; i <= HAK_HOT_SPAN_SPARE_DESCS; i++)
+        pieces[i] =
+            hak_hot_span_take(0, i < HAK_HOT_SPAN_SPARE_DESCS ? 1 : HAK_HOT_SPAN_SPARE_DESCS);
+    for (unsigned i = 0; i <= HAK_HOT_SPAN_SPARE_DESCS; i++)
+        if (pieces[i])
+            free_span(pieces[i]);
+    free_span(fence);
+
     struct hak_slab *front = alloc_span(4);
     struct hak_slab *back = alloc_fenced(4, &fence);
     if (back->start != front->end)
