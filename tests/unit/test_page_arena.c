@@ -407,6 +407,32 @@ static void test_hot_best_fit(void)
 
 /* A front shorter than the rest takes a descriptor of its own, all its
  * pages mapped to it; the rest keeps the span's. */
+/* Takes the front pages, then the rest, of the one hot span (pages pages
+ * at start, filled with pattern seed), each whole and in place; the front
+ * must come with descriptor front_desc (NULL: any but the rest's) and the
+ * rest with rest_desc.  Both go back to the arena. */
+static void take_front_and_rest(char *start, uint32_t pages, uint32_t front_pages, unsigned seed,
+                                const struct hak_slab *front_desc, const struct hak_slab *rest_desc,
+                                const char *what)
+{
+    uint32_t rest_pages = pages - front_pages;
+    struct hak_slab *front = hak_hot_span_take(0, front_pages);
+    struct hak_slab *rest = hak_hot_span_take(0, rest_pages);
+    CHECK(front_desc ? front == front_desc : front != rest_desc,
+          "%s: the front of %u pages came with descriptor %p, want %p%s", what, front_pages,
+          (void *)front, (void *)(front_desc ? front_desc : rest_desc),
+          front_desc ? "" : " not to be it");
+    CHECK(rest == rest_desc, "%s: the rest of %u pages came with descriptor %p, want %p", what,
+          rest_pages, (void *)rest, (void *)rest_desc);
+    check_hot(front, start, front_pages, seed, what);
+    check_hot(rest, start + (size_t)front_pages * HAK_PAGE_SIZE, rest_pages,
+              seed + front_pages * HAK_PAGE_SIZE / 8, what);
+    if (front)
+        free_span(front);
+    if (rest)
+        free_span(rest);
+}
+
 static void test_hot_short_front(void)
 {
     struct hak_slab *fence;
@@ -414,17 +440,7 @@ static void test_hot_short_front(void)
     char *start = span->start;
     fill_pattern(start, 8 * HAK_PAGE_SIZE, 7);
     hak_hot_span_put(span);
-    struct hak_slab *front = hak_hot_span_take(0, 3);
-    CHECK(front != span, "3 pages out of a hot span of 8 took its descriptor");
-    check_hot(front, start, 3, 7, "3 pages out of a hot span of 8");
-    struct hak_slab *rest = hak_hot_span_take(0, 5);
-    CHECK(rest == span, "the rest of 5 pages did not keep the span's descriptor");
-    check_hot(rest, start + 3 * HAK_PAGE_SIZE, 5, 7 + 3 * HAK_PAGE_SIZE / 8,
-              "5 pages: the rest of the span of 8");
-    if (front)
-        free_span(front);
-    if (rest)
-        free_span(rest);
+    take_front_and_rest(start, 8, 3, 7, NULL, span, "3 pages, then 5, out of a hot span of 8");
     free_span(fence);
 }
 
@@ -507,18 +523,10 @@ static void test_hot_spare_descriptor(void)
     /* Kept by the box, not handed back: another asks the meta allocator. */
     struct hak_slab *other = hak_span_desc_alloc();
     CHECK(other != back, "the meta allocator gave out a descriptor the box keeps");
-    /* The head is the shorter part, which takes a descriptor of its own. */
-    struct hak_slab *head = hak_hot_span_take(0, 2);
-    CHECK(head == back, "2 pages cut from a merged span: not the descriptor the merge left over");
-    check_hot(head, start, 2, 9, "2 pages out of two spans of 4 merged");
-    struct hak_slab *rest = hak_hot_span_take(0, 6);
-    CHECK(rest == front, "the rest of 6 pages did not keep the merged span's descriptor");
-    check_hot(rest, start + 2 * HAK_PAGE_SIZE, 6, 9 + 2 * HAK_PAGE_SIZE / 8,
-              "6 pages: the rest of two spans of 4 merged");
-    if (head)
-        free_span(head);
-    if (rest)
-        free_span(rest);
+    /* The front is the shorter part, which takes a descriptor of its own:
+     * the one left over. */
+    take_front_and_rest(start, 8, 2, 9, back, front,
+                        "2 pages, then 6, out of two spans of 4 merged");
     if (other)
         hak_span_desc_free(other);
     free_span(fence);
