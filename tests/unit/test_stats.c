@@ -39,6 +39,17 @@ static void run_threads(void *(*body)(void *))
         unit_thread_join(threads[i]);
 }
 
+/* Before any other thread: the readers sum only the stripes taken. */
+static void test_one_thread(void)
+{
+    uint64_t counter = hak_stat_read(COUNTER);
+    hak_stat_add(COUNTER, 7);
+    CHECK(hak_thread_ordinals_given() < HAK_STAT_STRIPES, "%u ordinals given before any thread",
+          hak_thread_ordinals_given());
+    CHECK(hak_stat_read(COUNTER) - counter == 7, "one thread added 7: %llu",
+          (unsigned long long)(hak_stat_read(COUNTER) - counter));
+}
+
 static void test_sums(void)
 {
     uint64_t counter = hak_stat_read(COUNTER);
@@ -56,7 +67,9 @@ static void test_sums(void)
           (unsigned long long)(now.reused - pages.reused));
     CHECK(hak_stat_read(GAUGE) - gauge == 100 * THREADS, "%u threads put 100 on a gauge: %llu",
           THREADS, (unsigned long long)(hak_stat_read(GAUGE) - gauge));
-    /* Other threads, in other stripes, take it all off. */
+    /* Other threads take it all off, their ordinals THREADS on, so that
+     * the stripes' shares differ (THREADS is no multiple of the stripes)
+     * and some go below zero. */
     run_threads(take_off);
     CHECK(hak_stat_read(GAUGE) == gauge, "a gauge put on and taken off reads %llu, was %llu",
           (unsigned long long)hak_stat_read(GAUGE), (unsigned long long)gauge);
@@ -76,6 +89,7 @@ static void test_gauge_below_zero(void)
 int main(void)
 {
     unit_watchdog();
+    test_one_thread();
     test_sums();
     test_gauge_below_zero();
     return test_result("test_stats");
