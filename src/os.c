@@ -319,12 +319,8 @@ bool hak_os_mostly_resident(void *addr, size_t size)
 
 bool hak_os_decommit(void *addr, size_t size)
 {
-    int saved = errno; /* free() leaves errno alone */
-    bool given = madvise(addr, size, MADV_DONTNEED) == 0;
-    errno = saved;
-    if (given)
-        hak_stat_add(HAK_STAT_DECOMMITTED_BYTES, size);
-    return given;
+    struct iovec range = {addr, size};
+    return hak_os_decommit_ranges(&range, 1) == size;
 }
 
 /* The calling process as a pidfd (PIDFD_SELF_THREAD_GROUP, Linux 6.15). */
@@ -340,7 +336,7 @@ static atomic_bool batch_refused;
  * instead of 7.5 ms with a second thread running (a 2-CPU guest, whose
  * interrupts between CPUs are slow).  A kernel that refuses, or stops
  * short, gets a madvise per range (again: MADV_DONTNEED twice is harmless). */
-void hak_os_decommit_ranges(const struct iovec *ranges, size_t count)
+size_t hak_os_decommit_ranges(const struct iovec *ranges, size_t count)
 {
     size_t total = 0;
     for (size_t i = 0; i < count; i++)
@@ -356,13 +352,18 @@ void hak_os_decommit_ranges(const struct iovec *ranges, size_t count)
         errno = saved;
     }
 #endif
+    size_t given = total;
     if (done < 0 || (size_t)done != total) {
         int saved = errno; /* a refusal (locked pages) inside free() */
+        given = 0;
         for (size_t i = 0; i < count; i++)
-            madvise(ranges[i].iov_base, ranges[i].iov_len, MADV_DONTNEED);
+            if (madvise(ranges[i].iov_base, ranges[i].iov_len, MADV_DONTNEED) == 0)
+                given += ranges[i].iov_len;
         errno = saved;
     }
-    hak_stat_add(HAK_STAT_DECOMMITTED_BYTES, total);
+    if (given)
+        hak_stat_add(HAK_STAT_DECOMMITTED_BYTES, given);
+    return given;
 }
 
 void hak_os_guard(void *addr, size_t size)

@@ -57,8 +57,9 @@ bool hak_os_mostly_resident(void *addr, size_t size);
  * when the kernel refused (locked pages): the range keeps what it held.
  * errno is left as it was. */
 bool hak_os_decommit(void *addr, size_t size);
-/* The same for count ranges at once. */
-void hak_os_decommit_ranges(const struct iovec *ranges, size_t count);
+/* The same for count ranges at once; returns the bytes given back (and
+ * counted as decommitted). */
+size_t hak_os_decommit_ranges(const struct iovec *ranges, size_t count);
 /* Guard pages (HAKMEM_HARDEN=2): any access to the range faults, until
  * hak_os_unguard makes it read-write again.  Aborts when the kernel
  * refuses (vm.max_map_count reached). */
