@@ -306,6 +306,18 @@ static struct hak_slab *alloc_fenced(uint32_t pages, struct hak_slab **fence)
     return span;
 }
 
+/* A span of front_pages with one of back_pages right after it, and a fence
+ * after that (alloc_fenced); returns the front one. */
+static struct hak_slab *alloc_side_by_side(uint32_t front_pages, uint32_t back_pages,
+                                           struct hak_slab **back, struct hak_slab **fence)
+{
+    struct hak_slab *front = alloc_span(front_pages);
+    *back = alloc_fenced(back_pages, fence);
+    if ((*back)->start != front->end)
+        hard_error("the arena did not place two spans side by side");
+    return front;
+}
+
 static void check_hot(struct hak_slab *span, char *start, uint32_t pages, unsigned seed,
                       const char *what)
 {
@@ -473,10 +485,8 @@ static void test_hot_merge(void)
 
     /* The longer one's descriptor describes the merged span, from the
      * shorter one's first page on. */
-    struct hak_slab *front = alloc_span(2);
-    struct hak_slab *back = alloc_fenced(6, &fence);
-    if (back->start != front->end)
-        hard_error("the arena did not place two spans side by side");
+    struct hak_slab *back;
+    struct hak_slab *front = alloc_side_by_side(2, 6, &back, &fence);
     start = front->start;
     fill_pattern(start, 8 * HAK_PAGE_SIZE, 6);
     hak_hot_span_put(back);
@@ -510,10 +520,8 @@ static void test_hot_spare_descriptor(void)
             free_span(pieces[i]);
     free_span(fence);
 
-    struct hak_slab *front = alloc_span(4);
-    struct hak_slab *back = alloc_fenced(4, &fence);
-    if (back->start != front->end)
-        hard_error("the arena did not place two spans side by side");
+    struct hak_slab *back;
+    struct hak_slab *front = alloc_side_by_side(4, 4, &back, &fence);
     char *start = front->start;
     fill_pattern(start, 8 * HAK_PAGE_SIZE, 9);
     hak_hot_span_put(front);
@@ -589,10 +597,8 @@ static void test_hot_shards(void)
         free_span(fences[i]);
 
     struct hak_slab *fence;
-    struct hak_slab *left = alloc_span(4);
-    struct hak_slab *right = alloc_fenced(4, &fence);
-    if (right->start != left->end)
-        hard_error("the arena did not place two spans side by side");
+    struct hak_slab *right;
+    struct hak_slab *left = alloc_side_by_side(4, 4, &right, &fence);
     char *start = left->start;
     fill_pattern(start, 8 * HAK_PAGE_SIZE, 8);
     hak_hot_span_put(left);
