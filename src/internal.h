@@ -113,6 +113,15 @@
 /* A SuperSlab page's class (struct hak_superslab) where no block of a live
  * slab starts. */
 #define HAK_NO_SMALL_CLASS HAK_SMALL_CLASSES
+/* A SuperSlab page's byte (struct hak_superslab) holds its class below
+ * HAK_PAGE_TAG_SHIFT and, above, the page tag of the heap that owns its
+ * slab: one of HAK_PAGE_TAGS, dealt to heaps in turn (struct hak_thread). */
+#define HAK_PAGE_TAG_SHIFT 5
+#define HAK_PAGE_TAGS 8
+#define HAK_PAGE_CLASS_MASK ((1u << HAK_PAGE_TAG_SHIFT) - 1)
+_Static_assert(HAK_NO_SMALL_CLASS <= HAK_PAGE_CLASS_MASK &&
+                   HAK_PAGE_TAGS << HAK_PAGE_TAG_SHIFT <= 256,
+               "a page's byte holds its class and its owner's tag");
 #define HAK_FIRST_L25 (HAK_SMALL_CLASSES + HAK_MID_CLASSES)
 
 enum hak_chunk_kind {
@@ -231,6 +240,9 @@ struct hak_slab {
     /* Arena spans: its pages were never handed out since their chunk was
      * mapped, and so are zero (hak_page_arena_alloc; calloc reads it). */
     bool fresh;
+    /* The owner's page tag, which a SuperSlab's slab writes into its pages'
+     * bytes beside the class (struct hak_superslab). */
+    uint8_t page_tag;
     char *carve; /* first block never handed out */
     struct hak_slab *next;
     struct hak_slab *prev;
@@ -257,9 +269,11 @@ struct hak_superslab {
     /* The class of every page's slab, where free finds it from a block's
      * address alone (hak_superslab_page_class), for the pages where page_slab
      * has the slab (set as blocks are carved, arena/slab.c), and
-     * HAK_NO_SMALL_CLASS elsewhere.  By page, not by slab: free has the
-     * page's number at hand for page_slab.  Apart from the counts above,
-     * which the pool writes at every take and give. */
+     * HAK_NO_SMALL_CLASS elsewhere; with the page tag of the slab's owner
+     * above the class (HAK_PAGE_TAG_SHIFT), which free in the region XORs
+     * with the thread's own (struct hak_thread).  By page, not by slab:
+     * free has the page's number at hand for page_slab.  Apart from the
+     * counts above, which the pool writes at every take and give. */
     uint8_t page_cls[HAK_SUPERSLAB_PAGES] __attribute__((aligned(HAK_CACHE_LINE)));
     struct hak_slab slabs[HAK_SLABS_PER_SUPERSLAB] __attribute__((aligned(HAK_CACHE_LINE)));
 };
@@ -395,6 +409,12 @@ struct hak_heap {
     struct hak_slab_list partial[HAK_NUM_CLASSES];
     struct hak_slab_list full[HAK_NUM_CLASSES];
     uint32_t node;
+    /* Small blocks of other heaps' slabs freed here, by class: they go
+     * home in runs, as many at a time as a flush of the class sends, and
+     * whenever the class's cache is emptied (thread_heap.c,
+     * hak_heap_free_unowned). */
+    void *foreign[HAK_SMALL_CLASSES];
+    uint32_t foreign_count[HAK_SMALL_CLASSES];
     struct hak_quarantine *quarantine; /* under memcheck: front/quarantine.h */
     bool registered;                   /* thread_heap.c: heap_create */
     struct hak_heap *next_live;        /* registry, for stats */
@@ -431,11 +451,22 @@ struct hak_thread {
     void *head[HAK_NUM_CLASSES];
     uint32_t room[HAK_NUM_CLASSES];
     uint64_t allocs[HAK_NUM_CLASSES]; /* mallocs served, for stats */
-    /* hak_class_divide_magic of the small classes, and 0 for
-     * HAK_NO_SMALL_CLASS: free tests that a block of the thread's part of
-     * the region starts a block of its page's class with these, where the
-     * thread's own address is at hand, and reads no slab (thread_heap.h). */
-    uint64_t small_divide_magic[HAK_SMALL_CLASSES + 1];
+    /* Indexed by a SuperSlab page's byte (class and owner's page tag)
+     * XOR page_tag: hak_class_divide_magic of the small classes, which the
+     * bytes of the pages of the thread's own slabs give, and 0 for every
+     * other byte, HAK_NO_SMALL_CLASS's and those of other heaps' slabs.
+     * free tests that a block of the thread's part of the region starts a
+     * block of its page's class with these, where the thread's own address
+     * is at hand, and reads no slab (thread_heap.h); a block of another
+     * heap's slab fails the test too and goes home from the slow path, not
+     * into this thread's cache, where its next malloc of the class would
+     * take it back: a block of 16 B shares its cache line with three of the
+     * other thread's, which both threads then write (passive false sharing,
+     * Hoard's cache-scratch: 3.3 times glibc's time on two CPUs). */
+    uint64_t small_divide_magic[1u << 8];
+    /* The heap's, shifted by HAK_PAGE_TAG_SHIFT; as wide as the index it is
+     * XORed into, so that free XORs it straight from memory. */
+    uint64_t page_tag;
     /* The thread's node's part of the SuperSlab region and how much of it
      * holds SuperSlabs, when last looked (arena/superslab.h): free tells
      * the node's small blocks by these two, with no test of the node.

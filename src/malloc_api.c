@@ -157,7 +157,7 @@ HAK_API void hak_free(void *ptr)
         /* The page from the offset, which is at hand, where the address
          * would take a copy first: the part's base is a SuperSlab's. */
         size_t page = (part_offset >> HAK_PAGE_SHIFT) % HAK_SUPERSLAB_PAGES;
-        hak_heap_free_in_region(self, hak_superslab_page_class(ptr, page), ptr,
+        hak_heap_free_in_region(self, hak_superslab_page_byte(ptr, page), ptr,
                                 hak_superslab_block_offset(ptr));
         return;
     }

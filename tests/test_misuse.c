@@ -448,6 +448,52 @@ static void *in_new_thread(void *(*work)(void *), size_t size)
     return result;
 }
 
+/* Frees of a block the main thread's heap owns, by a thread with a heap of
+ * its own, which sends such blocks home rather than caching them: the
+ * block, twice (foreign_twice), or a pointer 16 bytes into it. */
+static char *foreign_block;
+
+static void *foreign_frees(void *how)
+{
+    free(must_malloc(SMALL_SIZE)); /* a heap of this thread's own */
+    const char *name = how;
+    if (!strcmp(name, "double_free_foreign")) {
+        free(foreign_block);
+        tell("addr", foreign_block);
+        free(fault_ptr(foreign_block));
+    } else {
+        tell("addr", foreign_block + 16);
+        free(fault_ptr(foreign_block + 16));
+    }
+    return NULL;
+}
+
+static void foreign_free(const char *name)
+{
+    foreign_block = must_malloc(SMALL_SIZE);
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, foreign_frees, (void *)name) != 0 ||
+        pthread_join(thread, NULL) != 0)
+        _exit(EXIT_HARD_ERROR);
+}
+
+/* The other order: another thread's free, then the owner's. */
+static void *free_foreign_block(void *unused)
+{
+    (void)unused;
+    free(must_malloc(SMALL_SIZE));
+    free(foreign_block);
+    return NULL;
+}
+
+static void double_free_foreign_then_owner(void)
+{
+    foreign_block = must_malloc(SMALL_SIZE);
+    in_new_thread(free_foreign_block, 0);
+    tell("addr", foreign_block);
+    free(fault_ptr(foreign_block));
+}
+
 /* Memory that held blocks of one class, zeroed by the program before it
  * freed them, comes back as blocks of another class, of a span's class or
  * as node blocks, at other offsets: nothing hakmem wrote there as a
@@ -596,6 +642,10 @@ static void run_case(const char *name)
         free(block);
     } else if (!strcmp(name, "free_cached")) {
         free_cached();
+    } else if (!strcmp(name, "double_free_foreign") || !strcmp(name, "interior_foreign")) {
+        foreign_free(name);
+    } else if (!strcmp(name, "double_free_foreign_then_owner")) {
+        double_free_foreign_then_owner();
     } else if (!strcmp(name, "overflow_into_cache")) {
         overflow_into_cache();
     } else if (!strcmp(name, "underflow_small")) {
@@ -677,6 +727,9 @@ static const struct misuse_case cases[] = {
      NULL},
     {"interior_node_block", "1", SIGABRT, "free of a pointer inside a block:", "node block"},
     {"free_cached", "1", SIGABRT, "double free of", "class C7"},
+    {"double_free_foreign", "1", SIGABRT, "double free of", "class C7"},
+    {"double_free_foreign_then_owner", "1", SIGABRT, "double free of", "class C7"},
+    {"interior_foreign", "1", SIGABRT, "free of a pointer inside a block:", "class C7"},
     {"overflow_into_cache", "1", SIGABRT, "corrupted free list (a freed block was written to) at",
      NULL},
     {"links_encoded", "1", 0, NULL, NULL},

@@ -91,6 +91,12 @@ static inline struct hak_slab *hak_superslab_page_slab(const void *ptr, size_t p
  * slab's other fields may then be torn too. */
 static inline size_t hak_superslab_page_class(const void *ptr, size_t page)
 {
+    return hak_superslab_at(ptr)->page_cls[page] & HAK_PAGE_CLASS_MASK;
+}
+
+/* The page's whole byte: its class and its slab's owner's page tag. */
+static inline size_t hak_superslab_page_byte(const void *ptr, size_t page)
+{
     return hak_superslab_at(ptr)->page_cls[page];
 }
 

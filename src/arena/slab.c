@@ -57,15 +57,16 @@ static void set_page_info(const struct hak_slab *slab, const char *from, const c
         chunk->page_info[page] = chunk->page_slab[page] == slab ? info : HAK_PAGE_INFO_NONE;
 }
 
-/* The same for a SuperSlab's pages: their class where the slab's blocks
- * start, HAK_NO_SMALL_CLASS inside a block that runs on from the page
- * before. */
+/* The same for a SuperSlab's pages: their class and the owner's page tag
+ * where the slab's blocks start, HAK_NO_SMALL_CLASS inside a block that
+ * runs on from the page before. */
 static void set_page_class(const struct hak_slab *slab, const char *from, const char *to)
 {
     struct hak_superslab *ss = hak_superslab_of(slab);
     size_t last = ((uintptr_t)to - 1 - (uintptr_t)ss) >> HAK_PAGE_SHIFT;
+    uint8_t byte = (uint8_t)(slab->cls | slab->page_tag);
     for (size_t page = ((uintptr_t)from - (uintptr_t)ss) >> HAK_PAGE_SHIFT; page <= last; page++)
-        ss->page_cls[page] = ss->page_slab[page] == slab ? slab->cls : HAK_NO_SMALL_CLASS;
+        ss->page_cls[page] = ss->page_slab[page] == slab ? byte : HAK_NO_SMALL_CLASS;
 }
 
 /* Free blocks are memcheck's no-go area but for their link and tag. */
@@ -120,8 +121,8 @@ static void clear_free_words_below(const struct hak_slab *slab, const char *end)
         hak_block_clear_free_words(block);
 }
 
-void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, unsigned cls, char *start,
-                     size_t bytes)
+void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, uint8_t page_tag, unsigned cls,
+                     char *start, size_t bytes)
 {
     uint32_t size = hak_class_size[cls];
     /* Blocks of the class the slab had start where the new class's may not:
@@ -151,6 +152,7 @@ void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, unsigned cls
     slab->used = 0;
     slab->queued = false;
     slab->carve = start;
+    slab->page_tag = page_tag;
     slab->next = slab->prev = NULL;
     atomic_store_explicit(&slab->remote, HAK_REMOTE_NORMAL, memory_order_relaxed);
     atomic_store_explicit(&slab->owner, owner, memory_order_release);
@@ -292,8 +294,11 @@ void hak_slab_disown(struct hak_slab *slab)
     atomic_store_explicit(&slab->owner, NULL, memory_order_release);
 }
 
-void hak_slab_adopt(struct hak_slab *slab, struct hak_heap *owner)
+void hak_slab_adopt(struct hak_slab *slab, struct hak_heap *owner, uint8_t page_tag)
 {
+    slab->page_tag = page_tag;
+    if (slab->chunk->kind == HAK_CHUNK_SUPERSLAB && slab->carve > slab->start)
+        set_page_class(slab, slab->start, slab->carve);
     atomic_store_explicit(&slab->owner, owner, memory_order_release);
     slab->queued = false;
     set_flag(slab, HAK_REMOTE_NORMAL);

@@ -7,9 +7,10 @@
 #include "../block/size_class.h"
 #include "../stats.h"
 
-/* Makes slab the owner's, carved into blocks of cls over [start, start + bytes). */
-void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, unsigned cls, char *start,
-                     size_t bytes);
+/* Makes slab the owner's, carved into blocks of cls over [start, start + bytes);
+ * page_tag: the owner's (struct hak_slab). */
+void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, uint8_t page_tag, unsigned cls,
+                     char *start, size_t bytes);
 
 /* Carves the next page's worth of fresh blocks onto the free list; false when
  * the slab has none left.  Pages are touched as they are needed. */
@@ -42,8 +43,8 @@ bool hak_slab_disarm_notify(struct hak_slab *slab);
 
 /* The owner leaves: no later remote free may look at the owner's heap. */
 void hak_slab_disown(struct hak_slab *slab);
-/* A new owner takes an abandoned slab. */
-void hak_slab_adopt(struct hak_slab *slab, struct hak_heap *owner);
+/* A new owner takes an abandoned slab, and its pages its page tag. */
+void hak_slab_adopt(struct hak_slab *slab, struct hak_heap *owner, uint8_t page_tag);
 
 /* Pushes blocks freed by a thread that does not own the slab: a chain of
  * count blocks linked through first words from head to tail, or a single

@@ -112,7 +112,8 @@ static struct hak_slab *fresh_slab(struct hak_heap *heap, unsigned cls)
     if (hak_class_is_small(cls)) {
         struct hak_slab *slab = hak_shared_pool_take(heap->node);
         if (slab)
-            hak_slab_assign(slab, heap, cls, slab->start, HAK_SLAB_SIZE - hak_harden.guard_bytes);
+            hak_slab_assign(slab, heap, (uint8_t)heap->thread->page_tag, cls, slab->start,
+                            HAK_SLAB_SIZE - hak_harden.guard_bytes);
         return slab;
     }
     uint32_t bytes = hak_class_span_bytes[cls];
@@ -123,7 +124,7 @@ static struct hak_slab *fresh_slab(struct hak_heap *heap, unsigned cls)
     if (!span)
         return NULL;
     span->kind = hak_class_is_l25(cls) ? HAK_SLAB_L25 : HAK_SLAB_MID;
-    hak_slab_assign(span, heap, cls, span->start, bytes);
+    hak_slab_assign(span, heap, (uint8_t)heap->thread->page_tag, cls, span->start, bytes);
     if (hak_harden.guard_bytes)
         hak_os_guard(span->start + bytes, hak_harden.guard_bytes);
     return span;
@@ -136,7 +137,7 @@ static struct hak_slab *next_slab(struct hak_heap *heap, unsigned cls)
         return slab;
     slab = hak_abandoned_pop(heap->node, cls);
     if (slab) {
-        hak_slab_adopt(slab, heap);
+        hak_slab_adopt(slab, heap, (uint8_t)heap->thread->page_tag);
         collect(heap, slab);
     } else {
         slab = fresh_slab(heap, cls);
@@ -469,13 +470,26 @@ static void set_limit(struct hak_heap *heap, unsigned cls, uint32_t limit)
     heap->limit[cls] = limit;
 }
 
-/* The blocks of cls's cache go back to their slabs. */
+/* The blocks of other heaps' slabs of small class cls freed here go home
+ * (hak_heap_free_unowned). */
+static void send_foreign(struct hak_heap *heap, unsigned cls)
+{
+    void *list = heap->foreign[cls];
+    heap->foreign[cls] = NULL;
+    heap->foreign_count[cls] = 0;
+    flush_list(heap, list);
+}
+
+/* The blocks of cls's cache go back to their slabs, with those waiting to
+ * go home. */
 static void flush_cache(struct hak_heap *heap, unsigned cls)
 {
     void *list = cached_list(heap, cls);
     heap->thread->head[cls] = HAK_LIST_END;
     heap->thread->room[cls] = heap->limit[cls];
     flush_list(heap, list);
+    if (hak_class_is_small(cls))
+        send_foreign(heap, cls);
 }
 
 /* A cache's blocks go back to their slabs, and it starts again from its
@@ -670,7 +684,12 @@ static struct hak_heap *heap_create(void)
     heap->thread = &hak_tls;
     memcpy(hak_tls.small_divide_magic, hak_class_divide_magic,
            HAK_SMALL_CLASSES * sizeof(hak_class_divide_magic[0]));
-    hak_tls.small_divide_magic[HAK_NO_SMALL_CLASS] = 0;
+    /* Dealt in turn, so that up to HAK_PAGE_TAGS threads tell each other's
+     * blocks apart (more share tags, and take each other's blocks of a
+     * shared tag into their caches, as all did before tags). */
+    static _Atomic unsigned next_page_tag;
+    unsigned tag = atomic_fetch_add_explicit(&next_page_tag, 1, memory_order_relaxed);
+    hak_tls.page_tag = tag % HAK_PAGE_TAGS << HAK_PAGE_TAG_SHIFT;
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         heap->cur[cls] = &hak_empty_slab;
         heap->limit[cls] = cache_limit(cls);
@@ -1150,10 +1169,14 @@ void hak_heap_free_other(void *block, struct hak_slab *slab)
      * home in chains, one atomic push per run of one slab's blocks, not one
      * each. */
     if (hak_tls.heap == &hak_empty_heap && !heap_gone && serves_blocks(slab) && heap_create()) {
-        if (hak_harden.level)
-            hak_heap_free(slab, slab->cls, block, hak_slab_block_offset(slab, block));
-        else
+        if (!hak_harden.level)
             hak_heap_free_plain(slab, slab->cls, block);
+        else if (slab->kind == HAK_SLAB_SMALL) /* another heap's */
+            hak_heap_free_unowned(block, slab);
+        else
+            hak_heap_free_mine(&hak_tls,
+                               hak_slab_starts_block(slab, hak_slab_block_offset(slab, block)),
+                               slab->cls, block, slab, hak_heap_free_invalid);
         return;
     }
     check_block(slab, block);
@@ -1163,6 +1186,37 @@ void hak_heap_free_other(void *block, struct hak_slab *slab)
         hak_block_tag_free(block);
     }
     send_home(hak_tls.heap, slab, block);
+}
+
+/* Such blocks wait, by class, until as many as a flush of the class sends
+ * have come (half the cache's capacity): then they go home in runs of a
+ * slab's blocks, one atomic push each, as the blocks of one class freed
+ * together mostly share a slab.  The tests are the fast path's, with the
+ * class from the page's byte, and no slab read: the sending refuses a
+ * block below its slab's start or past its carved blocks, as a flush
+ * does. */
+void hak_heap_free_unowned(void *block, struct hak_slab *slab)
+{
+    uint32_t offset = hak_superslab_block_offset(block);
+    unsigned cls;
+    bool starts;
+    if (slab) {
+        cls = slab->cls;
+        starts = hak_slab_starts_block(slab, offset);
+    } else {
+        cls = (unsigned)hak_superslab_page_class(block, hak_superslab_page(block));
+        starts = cls != HAK_NO_SMALL_CLASS && hak_class_divides(cls, offset);
+    }
+    if (!starts || hak_block_tagged_free(block)) {
+        hak_heap_free_invalid(block, slab);
+        return;
+    }
+    struct hak_heap *heap = hak_tls.heap;
+    hak_block_tag_free(block);
+    hak_link_set_or_end(block, heap->foreign[cls]);
+    heap->foreign[cls] = block;
+    if (++heap->foreign_count[cls] >= (heap->limit[cls] + 1) / 2)
+        send_foreign(heap, cls);
 }
 
 /* A checked free block leaves the quarantine, or skips it: its link and tag

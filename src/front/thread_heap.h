@@ -1,11 +1,13 @@
 /* The TLS front end: one heap per thread, and in it one cache of free
  * blocks per class.  malloc pops from the cache, free pushes onto it; an
  * empty cache refills and a full one flushes half, in batches, out of line
- * (thread_heap.c).  The fast paths never ask which NUMA node they run on:
- * free knows a small block of the thread's node by its address, in the
- * node's part of the SuperSlab region, and otherwise compares the block's
- * node with the thread's, both already at hand; malloc leaves for the
- * refill when the kernel has moved the thread to another CPU (struct
+ * (thread_heap.c).  A small block whose slab another thread's heap owns
+ * stays out of the cache and goes home, with others, from there (struct
+ * hak_thread, page_tag).  The fast paths never ask which NUMA node they
+ * run on: free knows a small block of the thread's node by its address, in
+ * the node's part of the SuperSlab region, and otherwise compares the
+ * block's node with the thread's, both already at hand; malloc leaves for
+ * the refill when the kernel has moved the thread to another CPU (struct
  * hak_thread), so that the refill sends the caches' blocks home if the CPU
  * is on another node.  free needs no such check: the blocks it caches
  * before the next malloc go home with the others. */
@@ -62,6 +64,10 @@ void hak_heap_free_other(void *block, struct hak_slab *slab);
  * free then jumps here, and its fast path needs no stack frame of its own
  * to align the stack for a call (two instructions in every free). */
 void hak_heap_free_invalid(void *block, struct hak_slab *slab) __attribute__((cold));
+/* A small block that hak_heap_free_in_region or hak_heap_free did not
+ * take (slab: NULL from the former): home with others in a run where
+ * another heap owns its slab, else hak_heap_free_invalid's. */
+void hak_heap_free_unowned(void *block, struct hak_slab *slab);
 /* After the calling thread was re-pinned: when it now runs on another node,
  * its cached blocks go home and its next malloc takes memory here (where
  * glibc did not register rseq, malloc could not tell until a refill). */
@@ -203,14 +209,16 @@ static inline bool hak_heap_push(struct hak_thread *self, size_t cls, void *bloc
 
 /* The fast path's end, once free knows that block's slab frees to this
  * thread's node and whether block starts one of its blocks (starts); slab
- * may be NULL for the slow paths to look it up.  The callers know the node
- * first: the block-start test, computed before a test of it, would be held
- * in a register across the branch (two instructions more). */
+ * may be NULL for the slow paths to look it up, and refused takes the
+ * block where either test fails.  The callers know the node first: the
+ * block-start test, computed before a test of it, would be held in a
+ * register across the branch (two instructions more). */
 static inline void hak_heap_free_mine(struct hak_thread *self, bool starts, size_t cls, void *block,
-                                      struct hak_slab *slab)
+                                      struct hak_slab *slab,
+                                      void (*refused)(void *, struct hak_slab *))
 {
     if (HAK_UNLIKELY(!starts || hak_block_tagged_free(block))) {
-        hak_heap_free_invalid(block, slab);
+        refused(block, slab);
         return;
     }
     if (HAK_UNLIKELY(hak_heap_push(self, cls, block)))
@@ -228,22 +236,27 @@ static inline bool hak_heap_region_find(const struct hak_thread *self, const voi
 }
 
 /* The free of a block hak_heap_region_find found, whose slab is of the
- * thread's node: no test of the node, and no load of the slab.  cls: its
- * page's (hak_superslab_page_class); offset: its slab's
- * (hak_superslab_block_offset).  A page where no block of a live slab
- * starts has HAK_NO_SMALL_CLASS, which fails the block-start test, and the
- * slow path names the fault. */
-static inline void hak_heap_free_in_region(struct hak_thread *self, size_t cls, void *block,
+ * thread's node: no test of the node, and no load of the slab.  byte: its
+ * page's (hak_superslab_page_byte); offset: its slab's
+ * (hak_superslab_block_offset).  The byte XOR the thread's page tag is the
+ * class where the thread's heap owns the slab (struct hak_thread); a page
+ * of another heap's slab, or where no block of a live slab starts, fails
+ * the block-start test, and the slow path sends the block home or names
+ * the fault. */
+static inline void hak_heap_free_in_region(struct hak_thread *self, size_t byte, void *block,
                                            uint32_t offset)
 {
+    size_t cls = byte ^ self->page_tag;
     hak_heap_free_mine(self, hak_magic_divides(&self->small_divide_magic[cls], offset), cls, block,
-                       NULL);
+                       NULL, hak_heap_free_unowned);
 }
 
-/* cls: the slab's, where the caller can know it without a load of the
- * slab (hak_superslab_page_class): the address of the cache's head then
- * waits on no load of slab, whose fields only steer the branches.  offset:
- * the block's from the slab's start (hak_superslab_block_offset). */
+/* The same for a block of a SuperSlab outside the thread's part of the
+ * region, from the page map.  cls: the slab's, where the caller can know
+ * it without a load of the slab (hak_superslab_page_class): the address of
+ * the cache's head then waits on no load of slab, whose fields only steer
+ * the branches.  offset: the block's from the slab's start
+ * (hak_superslab_block_offset). */
 static inline void hak_heap_free(struct hak_slab *slab, size_t cls, void *block, uint32_t offset)
 {
     struct hak_thread *self = hak_my_thread();
@@ -252,8 +265,11 @@ static inline void hak_heap_free(struct hak_slab *slab, size_t cls, void *block,
         return;
     }
     /* A slab that serves no blocks fails the block-start test (its
-     * divide_magic is 0), and the slow path names the fault. */
-    hak_heap_free_mine(self, hak_slab_starts_block(slab, offset), cls, block, slab);
+     * divide_magic is 0), and the slow path names the fault; one another
+     * heap owns sends the block home. */
+    bool mine = hak_slab_starts_block(slab, offset) &&
+                atomic_load_explicit(&slab->owner, memory_order_relaxed) == self->heap;
+    hak_heap_free_mine(self, mine, cls, block, slab, hak_heap_free_unowned);
 }
 
 /* The same for a block of an arena chunk, from its page's word
@@ -268,7 +284,8 @@ static inline void hak_heap_free_in_page(uint32_t info, void *block, uint32_t of
         return;
     }
     size_t cls = hak_page_info_class(info);
-    hak_heap_free_mine(self, hak_class_divides(cls, offset), cls, block, NULL);
+    hak_heap_free_mine(self, hak_class_divides(cls, offset), cls, block, NULL,
+                       hak_heap_free_invalid);
 }
 
 /* Level 0: the same without the checks, the tag and the encoding, but

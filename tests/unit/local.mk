@@ -16,6 +16,7 @@ UNIT_TESTS = \
 	tests/unit/test_page_map \
 	tests/unit/test_page_arena \
 	tests/unit/test_remote \
+	tests/unit/test_foreign_free \
 	tests/unit/test_refill \
 	tests/unit/test_cache_growth \
 	tests/unit/test_decommit \
@@ -70,6 +71,11 @@ tests_unit_test_page_arena_SOURCES = tests/unit/test_page_arena.c tests/unit/uni
 tests_unit_test_page_arena_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_page_arena_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_page_arena_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_foreign_free_SOURCES = tests/unit/test_foreign_free.c tests/unit/unit.h
+tests_unit_test_foreign_free_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_foreign_free_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_foreign_free_LDADD = $(UNIT_LDADD)
 
 tests_unit_test_remote_SOURCES = tests/unit/test_remote.c tests/unit/unit.h
 tests_unit_test_remote_CPPFLAGS = $(UNIT_CPPFLAGS)

@@ -4,11 +4,12 @@
  * blocks ones that start inside them (the HotSpanBox merges neighbouring
  * freed spans and cuts them again where the next request needs).
  *
- * A free by another thread of the same node goes into the freeing thread's
- * cache first; only when that cache flushes, or the thread exits, does the
- * block travel to the slab A owns (a remote free).  A thread with no heap
- * yet (it never allocated) sends each block straight to the owning slab.
- * Both paths are run. */
+ * A free by another thread of the same node waits in the freeing thread's
+ * heap first (a small block among those of other heaps' slabs, a Mid or L25
+ * block in its cache); only when half a cache's worth of the class has
+ * come, or the thread exits, does the block travel to the slab A owns (a
+ * remote free).  A thread with no heap yet (it never allocated) gets one at
+ * that free.  Both paths are run. */
 #include <malloc.h>
 #include <string.h>
 
@@ -27,8 +28,8 @@ struct class_case {
 static const struct class_case cases[] = {
     /* C2 (48 B): three slabs, two of them full when B frees */
     {48, 3000, true},
-    /* C10 (224 B): fewer than B's cache holds, so only its exit returns them; they
-     * wait on A's current slab until its fresh blocks are used up */
+    /* C10 (224 B): a few more than go home at once, the rest at B's exit;
+     * they wait on A's current slab until its fresh blocks are used up */
     {200, 40, false},
     /* Mid: ten spans; the emptied ones go to the HotSpanBox and come back */
     {3000, 200, true},

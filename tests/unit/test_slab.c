@@ -36,7 +36,7 @@ static void test_slab_init(struct test_slab *t, struct hak_heap *owner, unsigned
     t->mem = (char *)t->chunk + t->head_bytes;
     memset(&t->slab, 0, sizeof(t->slab));
     t->slab.chunk = &t->chunk->head;
-    hak_slab_assign(&t->slab, owner, cls, t->mem, t->bytes);
+    hak_slab_assign(&t->slab, owner, 0, cls, t->mem, t->bytes);
     t->seen = calloc(t->slab.capacity, 1);
     if (!t->seen)
         hard_error("calloc failed");
@@ -460,7 +460,7 @@ static void test_notify_disown_adopt(void)
     pop_block(&t.slab);
 
     /* Adopted: the new owner is the one told. */
-    hak_slab_adopt(&t.slab, &other_heap);
+    hak_slab_adopt(&t.slab, &other_heap, 0);
     CHECK(atomic_load(&t.slab.owner) == &other_heap && !t.slab.queued, "adopt did not take over");
     CHECK(hak_slab_arm_notify(&t.slab), "arming an adopted slab failed");
     hak_slab_remote_free(&t.slab, block_at(&t, 5));
@@ -483,7 +483,7 @@ static void test_notify_disown_adopt(void)
     uint32_t used = t.slab.used;
     hak_slab_remote_free(&t.slab, block_at(&t, 10));
     hak_slab_remote_free(&t.slab, block_at(&t, 11));
-    hak_slab_adopt(&t.slab, &owner_heap);
+    hak_slab_adopt(&t.slab, &owner_heap, 0);
     CHECK(hak_slab_collect_remote(&t.slab) == 2, "blocks waiting at the adoption were lost");
     CHECK(t.slab.used == used - 2, "used %u after 2 of %u blocks came back", t.slab.used, used);
     test_slab_destroy(&t);
