@@ -72,6 +72,11 @@ check_line larson 600 threads=3 generations=4 rounds=5 slots=10
 # Every record created counts: rounds * (records + records / 3) per thread.
 check_line cxx_churn 480 rounds=3 records=120 threads=1
 check_line cxx_churn 960 rounds=3 records=120 threads=2
+# Bytes written: threads * iterations * writes * size, with or without the
+# blocks the main thread hands over.
+check_line cache_scratch 240 threads=2 iterations=3 size=8 writes=5
+check_line cache_scratch 240 threads=2 iterations=3 size=8 writes=5 passive=0
+[ "$(field passive "$line")" = 0 ] || fail "cache_scratch: passive not taken: $line"
 check_line mid_large_mt 200 threads=2 cycles=100 ws=16
 check_line mid_large_mt 200 threads=2 cycles=100 ws=16 touch=64
 [ "$(field touch "$line")" = 64 ] || fail "mid_large_mt: touch not taken: $line"
@@ -130,7 +135,7 @@ if [ -n "$line" ] && [ "$(field maxrss_kb "$line")" -lt 8192 ]; then
 fi
 
 for bad in "xthread min=100 max=99" "larson min=100 max=99" "larson slots=0" \
-    "cxx_churn records=2"; do
+    "cxx_churn records=2" "cache_scratch threads=65"; do
     # shellcheck disable=SC2086 # the words of $bad are the program and its arguments
     if "$bench/"$bad >/dev/null 2>&1; then
         fail "$bad: accepted"
