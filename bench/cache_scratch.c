@@ -50,7 +50,7 @@ static void *scratch(void *arg)
 int main(int argc, char **argv)
 {
     struct bench_param params[] = {
-        {"threads", 2, 1}, {"iterations", 1000, 1}, {"size", 8, 1},
+        {"threads", 2, 1},   {"iterations", 1000, 1}, {"size", 8, 1},
         {"writes", 5000, 1}, {"passive", 1, 0},
     };
     size_t count = sizeof(params) / sizeof(params[0]);
