@@ -14,6 +14,8 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -477,19 +479,30 @@ static void foreign_free(const char *name)
         _exit(EXIT_HARD_ERROR);
 }
 
-/* The other order: another thread's free, then the owner's. */
+/* The other order: another thread's free, then the owner's, while the
+ * block still waits in the other thread's heap to go home (which its exit
+ * would send it). */
+static atomic_bool foreign_freed;
+
 static void *free_foreign_block(void *unused)
 {
     (void)unused;
     free(must_malloc(SMALL_SIZE));
     free(foreign_block);
+    atomic_store(&foreign_freed, true);
+    for (;;)
+        pause();
     return NULL;
 }
 
 static void double_free_foreign_then_owner(void)
 {
     foreign_block = must_malloc(SMALL_SIZE);
-    in_new_thread(free_foreign_block, 0);
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, free_foreign_block, NULL) != 0)
+        _exit(EXIT_HARD_ERROR);
+    while (!atomic_load(&foreign_freed))
+        sched_yield();
     tell("addr", foreign_block);
     free(fault_ptr(foreign_block));
 }

@@ -11,6 +11,9 @@
  * one locked section: a thread leaves all its slabs at once. */
 void hak_abandoned_push(struct hak_slab *list);
 struct hak_slab *hak_abandoned_pop(unsigned node, unsigned cls);
+/* Takes slab off its list for a heap to adopt; false if it is on none (not
+ * abandoned, adopted already, or taken by malloc_trim). */
+bool hak_abandoned_take(struct hak_slab *slab);
 /* Whether node has abandoned slabs of class cls, at a glance (no lock). */
 bool hak_abandoned_any(unsigned node, unsigned cls);
 /* malloc_trim: takes all of node's abandoned slabs of class cls off their

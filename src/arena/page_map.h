@@ -84,20 +84,24 @@ static inline struct hak_slab *hak_superslab_page_slab(const void *ptr, size_t p
 /* The class of ptr's slab in the SuperSlab that holds it, read beside the
  * slab rather than from it: free's store into the thread's cache then
  * waits on one load, not two (fixed_size at level 1: 142-160 M pairs/s
- * through the slab, 165-183 M so), and a free in the thread's part of the
- * region reads no slab at all.  HAK_NO_SMALL_CLASS where no block of a
- * live slab starts.  A slab takes a class only while it holds no block, so
- * the two differ only under a free of a block that is not live, as the
+ * through the slab, 165-183 M so).  HAK_NO_SMALL_CLASS where no block of
+ * a live slab starts.  A slab takes a class only while it holds no block,
+ * so the two differ only under a free of a block that is not live, as the
  * slab's other fields may then be torn too. */
 static inline size_t hak_superslab_page_class(const void *ptr, size_t page)
 {
-    return hak_superslab_at(ptr)->page_cls[page] & HAK_PAGE_CLASS_MASK;
+    return __atomic_load_n(&hak_superslab_at(ptr)->page_cls[page], __ATOMIC_RELAXED) &
+           HAK_PAGE_CLASS_MASK;
 }
 
-/* The page's whole byte: its class and its slab's owner's page tag. */
+/* The page's whole byte, which a free in the thread's part of the region
+ * reads with no load of the slab: its class and its slab's owner's page
+ * tag.  An adopter rewrites the tag while other threads free the slab's
+ * blocks (hak_slab_adopt): a free that reads the old tag sends its block
+ * home, one that reads the new caches it, and either is sound. */
 static inline size_t hak_superslab_page_byte(const void *ptr, size_t page)
 {
-    return hak_superslab_at(ptr)->page_cls[page];
+    return __atomic_load_n(&hak_superslab_at(ptr)->page_cls[page], __ATOMIC_RELAXED);
 }
 
 /* The same for an arena chunk, which is as aligned as it is big: its page

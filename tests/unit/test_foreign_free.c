@@ -3,21 +3,34 @@
  * cache, where its next malloc of the class would hand it a block whose
  * cache line the owner's live blocks share (Hoard's cache-scratch); they go
  * home, a batch at a time or when the thread exits.  A slab a thread
- * adopts is its own: its pages take the adopter's tag, and the adopter's
- * frees of its blocks go into its cache. */
+ * adopts, at a refill or at a free of one of its blocks, is its own: its
+ * pages take the adopter's tag, and the adopter's frees of its blocks go
+ * into its cache. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "arena/superslab.h"
 #include "block/size_class.h"
 #include "front/thread_heap.h"
+#include "options.h"
+#include "stats.h"
 #include "unit.h"
 
-#define SIZE 16  /* C0: four blocks to a cache line */
-#define OWNED 72 /* the owner's blocks, in a row: a batch and more */
-#define BATCH 64 /* FOREIGN_BATCH */
+#define SIZE 16 /* C0: four blocks to a cache line */
+#define IN_A_ROW 8
+#define IDLE_FREES 3
+#define IDLE_ROUNDS 400
+#define IDLE_KEPT 1024
+
+/* The owner's blocks: [0] stays live, then what each test frees.  As many
+ * go home at once as a flush of the class sends, half the cache's first
+ * capacity (HAKMEM_SMALL_CACHE). */
+static void **owned;
+static unsigned owned_count;
+static unsigned batch;
 
 static uint64_t remote_frees(void)
 {
@@ -33,23 +46,42 @@ static bool same_line(const void *a, const void *b)
 }
 
 struct freer {
-    void **owned;    /* the owner's blocks, to free */
-    unsigned frees;  /* how many of them, from the second on */
+    unsigned first;  /* the owner's blocks to free, from first */
+    unsigned frees;  /* how many */
+    bool idle;       /* then run past the decay without a malloc of the class */
     void *taken[4];  /* what the freer's mallocs of the class gave after */
     uint64_t before; /* remote frees counted when the freer started */
-    uint64_t batch;  /* and after its frees, before it exits */
+    uint64_t sent;   /* and after its frees, before it exits */
 };
 
 static void *free_then_take(void *arg)
 {
     struct freer *freer = arg;
-    void *own = unit_malloc(SIZE); /* a heap and a slab of the class */
+    /* A heap, and no block of the class in its cache: the class's frees
+     * and later mallocs are the test's alone. */
+    void *own = unit_malloc(128);
     if (!own)
-        hard_error("malloc(%d) in the freeing thread failed", SIZE);
+        hard_error("malloc(128) in the freeing thread failed");
     freer->before = remote_frees();
-    for (unsigned i = 1; i <= freer->frees; i++)
-        free(freer->owned[i]);
-    freer->batch = remote_frees();
+    for (unsigned i = freer->first; i < freer->first + freer->frees; i++)
+        free(owned[i]);
+    /* Refills of another class, blocks kept (a cache that only refills
+     * never grows past them), each 64th of which looks for idle classes:
+     * one that has served no malloc over a decay period sends its waiting
+     * blocks home. */
+    static void *kept[IDLE_ROUNDS][IDLE_KEPT];
+    unsigned rounds = 0;
+    while (freer->idle && rounds < IDLE_ROUNDS && remote_frees() - freer->before < freer->frees) {
+        for (unsigned i = 0; i < IDLE_KEPT; i++)
+            if (!(kept[rounds][i] = unit_malloc(64)))
+                hard_error("malloc(64) failed");
+        rounds++;
+        usleep(1000);
+    }
+    freer->sent = remote_frees();
+    for (unsigned r = 0; r < rounds; r++)
+        for (unsigned i = 0; i < IDLE_KEPT; i++)
+            free(kept[r][i]);
     for (unsigned i = 0; i < 4; i++)
         freer->taken[i] = unit_malloc(SIZE);
     for (unsigned i = 0; i < 4; i++)
@@ -58,49 +90,66 @@ static void *free_then_take(void *arg)
     return NULL;
 }
 
+static void run_freer(struct freer *freer)
+{
+    pthread_t thread;
+    unit_thread_start(&thread, free_then_take, freer);
+    unit_thread_join(thread);
+}
+
 /* Fewer frees than a batch: none leaves before the thread exits, and the
  * freer's mallocs take none of them, nor any block of a line the owner
  * still uses. */
-static void test_not_taken_back(void **owned)
+static void test_not_taken_back(void)
 {
-    struct freer freer = {.owned = owned, .frees = 3};
-    pthread_t thread;
-    unit_thread_start(&thread, free_then_take, &freer);
-    unit_thread_join(thread);
-    CHECK(freer.batch == freer.before, "%llu remote frees counted before a batch filled",
-          (unsigned long long)(freer.batch - freer.before));
+    struct freer freer = {.first = 1, .frees = 3};
+    run_freer(&freer);
+    CHECK(freer.sent == freer.before, "%llu remote frees counted before a batch filled",
+          (unsigned long long)(freer.sent - freer.before));
     for (unsigned i = 0; i < 4; i++) {
-        for (unsigned k = 0; k < OWNED; k++) {
-            if (!owned[k])
-                continue;
-            CHECK(freer.taken[i] != owned[k], "the freer's malloc %u took the block it freed, %p",
-                  i, owned[k]);
-            if (k > freer.frees)
-                CHECK(!same_line(freer.taken[i], owned[k]),
-                      "the freer's malloc %u gave %p, in the line of the owner's live %p", i,
-                      freer.taken[i], owned[k]);
+        for (unsigned k = 0; k < owned_count; k++) {
+            bool freed = k >= freer.first && k < freer.first + freer.frees;
+            CHECK(!freed || freer.taken[i] != owned[k],
+                  "the freer's malloc %u took the block it freed, %p", i, owned[k]);
+            CHECK(freed || !same_line(freer.taken[i], owned[k]),
+                  "the freer's malloc %u gave %p, in the line of the owner's live %p", i,
+                  freer.taken[i], owned[k]);
         }
     }
     CHECK(remote_frees() - freer.before == freer.frees, "the exit sent %llu of the %u blocks home",
           (unsigned long long)(remote_frees() - freer.before), freer.frees);
-    for (unsigned i = 1; i <= freer.frees; i++)
+    for (unsigned i = freer.first; i < freer.first + freer.frees; i++)
         owned[i] = NULL;
 }
 
-/* A batch's worth goes home at once, the rest at the exit. */
-static void test_batch_goes_home(void **owned)
+/* A batch goes home as it fills, the rest at the exit. */
+static void test_batch_goes_home(void)
 {
-    void **rest = owned + 4; /* past those test_not_taken_back freed */
-    struct freer freer = {.owned = rest - 1, .frees = OWNED - 4};
-    pthread_t thread;
-    unit_thread_start(&thread, free_then_take, &freer);
-    unit_thread_join(thread);
-    CHECK(freer.batch - freer.before == BATCH, "%llu of %d blocks went home before the exit",
-          (unsigned long long)(freer.batch - freer.before), OWNED - 4);
-    CHECK(remote_frees() - freer.before == OWNED - 4, "%llu of %d blocks went home",
-          (unsigned long long)(remote_frees() - freer.before), OWNED - 4);
-    for (unsigned i = 0; i < OWNED - 4; i++)
-        rest[i] = NULL;
+    struct freer freer = {.first = 4, .frees = batch + 4};
+    run_freer(&freer);
+    CHECK(freer.sent - freer.before == batch, "%llu of %u blocks went home before the exit, not %u",
+          (unsigned long long)(freer.sent - freer.before), freer.frees, batch);
+    CHECK(remote_frees() - freer.before == freer.frees, "%llu of %u blocks went home",
+          (unsigned long long)(remote_frees() - freer.before), freer.frees);
+    for (unsigned i = freer.first; i < freer.first + freer.frees; i++)
+        owned[i] = NULL;
+}
+
+/* Fewer than a batch, of a class the thread then leaves idle: they go home
+ * with the class's cache, at the look for idle classes, while the thread
+ * lives. */
+static void test_idle_goes_home(void)
+{
+    uint64_t decay_ms = hak_options.decay_ms;
+    hak_options.decay_ms = 1;
+    struct freer freer = {.first = batch + 8, .frees = IDLE_FREES, .idle = true};
+    run_freer(&freer);
+    hak_options.decay_ms = decay_ms;
+    CHECK(freer.sent - freer.before == IDLE_FREES,
+          "%llu of %d blocks of an idle class went home before the exit",
+          (unsigned long long)(freer.sent - freer.before), IDLE_FREES);
+    for (unsigned i = freer.first; i < freer.first + freer.frees; i++)
+        owned[i] = NULL;
 }
 
 /* ---- adoption ---- */
@@ -129,14 +178,63 @@ static void *adopt_and_free(void *arg)
     return NULL;
 }
 
-static void test_adopted_slab(void)
+/* The same where the thread, which allocates the class from a slab of its
+ * own, frees a block of the exited thread's slab: it adopts the slab then,
+ * and its next malloc of the class takes the block back from its cache.
+ * A thread that does not allocate the class leaves the slab to a refill. */
+static pthread_barrier_t exited;
+
+static void *free_then_adopt(void *arg)
+{
+    void **blocks = arg;
+    void *own = unit_malloc(SIZE); /* before the other thread exits: a fresh slab */
+    void *other = unit_malloc(4 * SIZE);
+    pthread_barrier_wait(&exited);
+    pthread_barrier_wait(&exited);
+    free(blocks[5]);
+    void *again = unit_malloc(SIZE);
+    CHECK(again == blocks[5], "a free of an exited thread's block %p did not adopt its slab (%p)",
+          blocks[5], again);
+    blocks[5] = again;
+    free(own);
+    free(other);
+    return NULL;
+}
+
+static void *free_without_adopting(void *arg)
+{
+    void **blocks = arg;
+    void *other = unit_malloc(4 * SIZE); /* a heap, and no block of the class */
+    pthread_barrier_wait(&exited);
+    pthread_barrier_wait(&exited);
+    uint64_t adopted = hak_stat_read(HAK_STAT_ADOPTED_SLABS);
+    free(blocks[6]);
+    CHECK(hak_stat_read(HAK_STAT_ADOPTED_SLABS) == adopted,
+          "a thread that does not allocate the class adopted a slab at a free");
+    blocks[6] = unit_malloc(SIZE);
+    free(other);
+    return NULL;
+}
+
+/* meets: the adopter makes its heap while the first thread lives, and
+ * frees once it has exited (the barrier, twice). */
+static void test_adopted_slab(void *(*adopter)(void *), bool meets)
 {
     void *blocks[8];
-    pthread_t thread;
-    unit_thread_start(&thread, allocate_and_exit, blocks);
+    pthread_t thread, first;
+    pthread_barrier_init(&exited, NULL, 2);
+    if (meets) {
+        unit_thread_start(&thread, adopter, blocks);
+        pthread_barrier_wait(&exited);
+    }
+    unit_thread_start(&first, allocate_and_exit, blocks);
+    unit_thread_join(first);
+    if (meets)
+        pthread_barrier_wait(&exited);
+    else
+        unit_thread_start(&thread, adopter, blocks);
     unit_thread_join(thread);
-    unit_thread_start(&thread, adopt_and_free, blocks);
-    unit_thread_join(thread);
+    pthread_barrier_destroy(&exited);
     for (unsigned i = 0; i < 8; i++)
         free(blocks[i]);
 }
@@ -168,18 +266,28 @@ int main(int argc, char **argv)
 {
     (void)argc;
     unit_watchdog();
-    void *owned[OWNED];
-    for (unsigned i = 0; i < OWNED; i++)
+    void *first = unit_malloc(SIZE); /* hak_options read */
+    batch = (hak_options.small_cache + 1) / 2;
+    owned_count = batch + 8 + IDLE_FREES + 1;
+    owned = calloc(owned_count, sizeof(void *));
+    if (!first || !owned)
+        hard_error("malloc failed");
+    owned[0] = first;
+    for (unsigned i = 1; i < owned_count; i++)
         if (!(owned[i] = unit_malloc(SIZE)))
             hard_error("malloc(%d) failed", SIZE);
-    for (unsigned i = 1; i < OWNED; i++)
+    for (unsigned i = 1; i < IN_A_ROW; i++)
         if ((char *)owned[i] != (char *)owned[i - 1] + SIZE)
             hard_error("the owner's blocks are not in a row: %p after %p", owned[i], owned[i - 1]);
-    test_not_taken_back(owned);
-    test_batch_goes_home(owned);
-    test_adopted_slab();
-    for (unsigned i = 0; i < OWNED; i++)
+    test_not_taken_back();
+    test_batch_goes_home();
+    test_idle_goes_home();
+    test_adopted_slab(adopt_and_free, false);
+    test_adopted_slab(free_then_adopt, true);
+    test_adopted_slab(free_without_adopting, true);
+    for (unsigned i = 0; i < owned_count; i++)
         free(owned[i]);
+    free(owned);
     bool limited = getenv(LIMITED) != NULL;
     CHECK(hak_superslab_region_exists() != limited, "the SuperSlab region %s",
           limited ? "exists under the limit" : "does not exist");
