@@ -1248,12 +1248,17 @@ void hak_heap_free_unowned(void *block, struct hak_slab *slab)
         return;
     }
     struct hak_heap *heap = hak_tls.heap;
-    if (!slab)
-        slab = hak_superslab_page_slab(block, hak_superslab_page(block));
-    if (!atomic_load_explicit(&slab->owner, memory_order_relaxed) && adopt_abandoned(heap, slab)) {
-        if (HAK_UNLIKELY(hak_heap_push(&hak_tls, cls, block)))
-            hak_heap_flush(block, cls, slab);
-        return;
+    /* Only a heap that allocates the class adopts (adopt_abandoned): a
+     * thread that only frees it reads no slab here. */
+    if (heap->cur[cls] != &hak_empty_slab) {
+        if (!slab)
+            slab = hak_superslab_page_slab(block, hak_superslab_page(block));
+        if (!atomic_load_explicit(&slab->owner, memory_order_relaxed) &&
+            adopt_abandoned(heap, slab)) {
+            if (HAK_UNLIKELY(hak_heap_push(&hak_tls, cls, block)))
+                hak_heap_flush(block, cls, slab);
+            return;
+        }
     }
     hak_block_tag_free(block);
     hak_link_set_or_end(block, heap->foreign[cls]);
