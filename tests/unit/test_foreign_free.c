@@ -2,10 +2,10 @@
  * hak_thread, page_tag): the freeing thread does not take them into its
  * cache, where its next malloc of the class would hand it a block whose
  * cache line the owner's live blocks share (Hoard's cache-scratch); they go
- * home, a batch at a time or when the thread exits.  A slab a thread
- * adopts, at a refill or at a free of one of its blocks, is its own: its
- * pages take the adopter's tag, and the adopter's frees of its blocks go
- * into its cache. */
+ * home, a batch at a time, at the look for idle classes, or when the
+ * thread exits.  A slab a thread adopts at a refill is its own: its pages
+ * take the adopter's tag, and the adopter's frees of its blocks go into
+ * its cache. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -179,25 +179,39 @@ static void *adopt_and_free(void *arg)
 }
 
 /* The same where the thread, which allocates the class from a slab of its
- * own, frees a block of the exited thread's slab: it adopts the slab then,
- * and its next malloc of the class takes the block back from its cache.
- * A thread that does not allocate the class leaves the slab to a refill. */
+ * own, frees a block of the exited thread's slab: the block waits to go
+ * home until the thread's next refill of the class, which adopts the slab
+ * on the way; the thread's frees of the slab's blocks then go into its
+ * cache.  A thread that does not allocate the class leaves the slab to
+ * another's refill. */
 static pthread_barrier_t exited;
 
 static void *free_then_adopt(void *arg)
 {
     void **blocks = arg;
     void *own = unit_malloc(SIZE); /* before the other thread exits: a fresh slab */
-    void *other = unit_malloc(4 * SIZE);
     pthread_barrier_wait(&exited);
     pthread_barrier_wait(&exited);
+    uint64_t adopted = hak_stat_read(HAK_STAT_ADOPTED_SLABS);
     free(blocks[5]);
+    CHECK(hak_stat_read(HAK_STAT_ADOPTED_SLABS) == adopted, "a free adopted a slab");
+    /* The cache's blocks of the thread's own slab, then a refill. */
+    static void *taken[HAK_CACHE_LIMIT_MAX + 1];
+    unsigned count = 0;
+    while (count <= HAK_CACHE_LIMIT_MAX && hak_stat_read(HAK_STAT_ADOPTED_SLABS) == adopted)
+        taken[count++] = unit_malloc(SIZE);
+    CHECK(hak_stat_read(HAK_STAT_ADOPTED_SLABS) == adopted + 1 && count <= hak_options.small_cache,
+          "the refill after a free of an exited thread's block adopted %llu slabs, %u mallocs on",
+          (unsigned long long)(hak_stat_read(HAK_STAT_ADOPTED_SLABS) - adopted), count);
+    blocks[5] = NULL; /* back in its slab, now this thread's */
+    free(blocks[6]);
     void *again = unit_malloc(SIZE);
-    CHECK(again == blocks[5], "a free of an exited thread's block %p did not adopt its slab (%p)",
-          blocks[5], again);
-    blocks[5] = again;
+    CHECK(again == blocks[6], "the adopter's free of its slab's block %p went elsewhere (%p)",
+          blocks[6], again);
+    blocks[6] = again;
+    while (count)
+        free(taken[--count]);
     free(own);
-    free(other);
     return NULL;
 }
 
@@ -208,10 +222,12 @@ static void *free_without_adopting(void *arg)
     pthread_barrier_wait(&exited);
     pthread_barrier_wait(&exited);
     uint64_t adopted = hak_stat_read(HAK_STAT_ADOPTED_SLABS);
-    free(blocks[6]);
+    for (unsigned i = 0; i < 8; i++)
+        free(blocks[i]);
     CHECK(hak_stat_read(HAK_STAT_ADOPTED_SLABS) == adopted,
-          "a thread that does not allocate the class adopted a slab at a free");
-    blocks[6] = unit_malloc(SIZE);
+          "a thread that does not allocate the class adopted a slab at its frees");
+    for (unsigned i = 0; i < 8; i++)
+        blocks[i] = NULL;
     free(other);
     return NULL;
 }
