@@ -1025,15 +1025,16 @@ void *hak_heap_alloc_zeroed(size_t size, size_t cls)
 
 /* A slab whose owner exited, blocks of which this heap freed and sends
  * home as it refills their class: the heap adopts it, as a refill would
- * (next_slab), and the blocks go back to it with no atomic push, to serve
- * the refill (next_slab takes the partial slabs first); the blocks of the
- * slab the thread frees after go into its cache, which its pages' tag now
- * admits (hak_slab_adopt).  A thread that takes over the blocks of an
- * exited one (larson's generations) takes over their slabs with them.
- * Only at a refill, where the heap allocates the class: a heap adopting at
- * a free might never allocate the class again, and never collect what
- * other threads free into the slab (two threads freeing the blocks of
- * exited ones held 12.6 MB more each round). */
+ * (next_slab), and the blocks go back to it with no atomic push; it waits
+ * on the partial list, which next_slab takes before fresh memory, and the
+ * blocks of the slab the thread frees after go into its cache, which its
+ * pages' tag now admits (hak_slab_adopt).  A thread that takes over the
+ * blocks of an exited one (larson's generations) takes over their slabs
+ * with them.  Only at a refill, where the heap allocates the class, and
+ * one slab a refill, as next_slab adopts: a heap adopting at a free might
+ * never allocate the class again, and never collect what other threads
+ * free into the slab (two threads freeing the blocks of exited ones held
+ * 12.6 MB more each round). */
 static bool adopt_abandoned(struct hak_heap *heap, struct hak_slab *slab)
 {
     if (slab->node != heap->node || !hak_abandoned_take(slab))
@@ -1043,6 +1044,7 @@ static bool adopt_abandoned(struct hak_heap *heap, struct hak_slab *slab)
     heap->stats[slab->cls].slabs_in++;
     slab->state = HAK_STATE_PARTIAL;
     list_push(&heap->partial[slab->cls], slab);
+    see_region_part(heap->thread);
     return true;
 }
 
@@ -1063,7 +1065,10 @@ static void flush_list(struct hak_heap *heap, void *list, bool adopt)
             count++;
         }
         struct hak_heap *owner = atomic_load_explicit(&slab->owner, memory_order_relaxed);
-        if (owner == heap || (adopt && !owner && adopt_abandoned(heap, slab))) {
+        bool adopted = adopt && !owner && adopt_abandoned(heap, slab);
+        if (adopted)
+            adopt = false; /* one slab */
+        if (owner == heap || adopted) {
             return_run(heap, slab, list, tail, count);
         } else {
             hak_slab_remote_free_chain(slab, list, tail, count);
@@ -1228,7 +1233,7 @@ void hak_heap_free_other(void *block, struct hak_slab *slab)
  * blocks, one atomic push each, as the blocks of one class freed together
  * mostly share a slab, and at the refill the slabs of exited threads among
  * them are adopted (adopt_abandoned; larson, eight threads: 0.87 times the
- * speed before page tags without, 0.92 with).  Even the blocks of classes
+ * speed before page tags without, 0.93 with).  Even the blocks of classes
  * that fill whole cache lines, which share no line with another thread's:
  * taken into the cache, they went home at its flushes all the same, and
  * the slabs of exited threads among them waited for a refill that chose

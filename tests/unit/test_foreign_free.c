@@ -2,10 +2,10 @@
  * hak_thread, page_tag): the freeing thread does not take them into its
  * cache, where its next malloc of the class would hand it a block whose
  * cache line the owner's live blocks share (Hoard's cache-scratch); they go
- * home, a batch at a time, at the look for idle classes, or when the
- * thread exits.  A slab a thread adopts at a refill is its own: its pages
- * take the adopter's tag, and the adopter's frees of its blocks go into
- * its cache. */
+ * home, a batch at a time, at the thread's next refill of the class, at
+ * the look for idle classes, or when the thread exits.  A slab a thread
+ * adopts at a refill is its own: its pages take the adopter's tag, and the
+ * adopter's frees of its blocks go into its cache. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -154,10 +154,14 @@ static void test_idle_goes_home(void)
 
 /* ---- adoption ---- */
 
+/* The exited thread's blocks: more than a batch, so that frees of them
+ * send some home before the freeing thread exits. */
+static unsigned exited_count;
+
 static void *allocate_and_exit(void *arg)
 {
     void **blocks = arg;
-    for (unsigned i = 0; i < 8; i++)
+    for (unsigned i = 0; i < exited_count; i++)
         if (!(blocks[i] = unit_malloc(SIZE)))
             hard_error("malloc(%d) failed", SIZE);
     return NULL;
@@ -189,7 +193,7 @@ static pthread_barrier_t exited;
 static void *free_then_adopt(void *arg)
 {
     void **blocks = arg;
-    void *own = unit_malloc(SIZE); /* before the other thread exits: a fresh slab */
+    void *own = unit_malloc(SIZE); /* before the other thread exits: a slab not its */
     pthread_barrier_wait(&exited);
     pthread_barrier_wait(&exited);
     uint64_t adopted = hak_stat_read(HAK_STAT_ADOPTED_SLABS);
@@ -222,11 +226,14 @@ static void *free_without_adopting(void *arg)
     pthread_barrier_wait(&exited);
     pthread_barrier_wait(&exited);
     uint64_t adopted = hak_stat_read(HAK_STAT_ADOPTED_SLABS);
-    for (unsigned i = 0; i < 8; i++)
+    uint64_t sent = remote_frees();
+    for (unsigned i = 0; i < exited_count; i++)
         free(blocks[i]);
+    CHECK(remote_frees() - sent >= batch, "%llu of %u blocks went home before the exit",
+          (unsigned long long)(remote_frees() - sent), exited_count);
     CHECK(hak_stat_read(HAK_STAT_ADOPTED_SLABS) == adopted,
           "a thread that does not allocate the class adopted a slab at its frees");
-    for (unsigned i = 0; i < 8; i++)
+    for (unsigned i = 0; i < exited_count; i++)
         blocks[i] = NULL;
     free(other);
     return NULL;
@@ -236,7 +243,10 @@ static void *free_without_adopting(void *arg)
  * frees once it has exited (the barrier, twice). */
 static void test_adopted_slab(void *(*adopter)(void *), bool meets)
 {
-    void *blocks[8];
+    exited_count = batch + 8;
+    void **blocks = calloc(exited_count, sizeof(void *));
+    if (!blocks)
+        hard_error("calloc failed");
     pthread_t thread, first;
     pthread_barrier_init(&exited, NULL, 2);
     if (meets) {
@@ -251,8 +261,9 @@ static void test_adopted_slab(void *(*adopter)(void *), bool meets)
         unit_thread_start(&thread, adopter, blocks);
     unit_thread_join(thread);
     pthread_barrier_destroy(&exited);
-    for (unsigned i = 0; i < 8; i++)
+    for (unsigned i = 0; i < exited_count; i++)
         free(blocks[i]);
+    free(blocks);
 }
 
 /* The same under an address-space limit, which leaves SuperSlabs out of
