@@ -410,8 +410,8 @@ struct hak_heap {
     struct hak_slab_list full[HAK_NUM_CLASSES];
     uint32_t node;
     /* Small blocks of other heaps' slabs freed here, by class: they go
-     * home in runs, as many at a time as a flush of the class sends, and
-     * whenever the class's cache is emptied (thread_heap.c,
+     * home in runs, as many at a time as a flush of the class sends, at a
+     * refill of the class and whenever its cache is emptied (thread_heap.c,
      * hak_heap_free_unowned). */
     void *foreign[HAK_SMALL_CLASSES];
     uint32_t foreign_count[HAK_SMALL_CLASSES];
