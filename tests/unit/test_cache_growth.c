@@ -233,10 +233,8 @@ static void *crowded_body(void *arg)
  * under the floor of 4 MiB. */
 static void check_crowded_share(int parked_more, uint64_t bound)
 {
-    pthread_t crowded;
     park_threads(parked_more);
-    unit_thread_start(&crowded, crowded_body, &bound);
-    unit_thread_join(crowded);
+    unit_thread_run(crowded_body, &bound);
     release_parked();
 }
 
@@ -308,15 +306,12 @@ int main(void)
      * in body). */
     if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0)
         hard_error("prctl(PR_SET_THP_DISABLE) failed");
-    /* A thread of its own: a fresh heap, whatever the start-up allocated. */
-    pthread_t thread;
     /* main's heap, which the shares below count. */
     void *volatile block = malloc(64);
     free(block);
-    unit_thread_start(&thread, body, NULL);
-    unit_thread_join(thread);
-    unit_thread_start(&thread, shrinking_body, NULL);
-    unit_thread_join(thread);
+    /* A thread of its own: a fresh heap, whatever the start-up allocated. */
+    unit_thread_run(body, NULL);
+    unit_thread_run(shrinking_body, NULL);
     check_crowded_share(6, 8 * MiB);
     check_crowded_share(32, 4 * MiB);
     return test_result("test_cache_growth");

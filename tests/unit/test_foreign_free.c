@@ -90,20 +90,13 @@ static void *free_then_take(void *arg)
     return NULL;
 }
 
-static void run_freer(struct freer *freer)
-{
-    pthread_t thread;
-    unit_thread_start(&thread, free_then_take, freer);
-    unit_thread_join(thread);
-}
-
 /* Fewer frees than a batch: none leaves before the thread exits, and the
  * freer's mallocs take none of them, nor any block of a line the owner
  * still uses. */
 static void test_not_taken_back(void)
 {
     struct freer freer = {.first = 1, .frees = 3};
-    run_freer(&freer);
+    unit_thread_run(free_then_take, &freer);
     CHECK(freer.sent == freer.before, "%llu remote frees counted before a batch filled",
           (unsigned long long)(freer.sent - freer.before));
     for (unsigned i = 0; i < 4; i++) {
@@ -126,7 +119,7 @@ static void test_not_taken_back(void)
 static void test_batch_goes_home(void)
 {
     struct freer freer = {.first = 4, .frees = batch + 4};
-    run_freer(&freer);
+    unit_thread_run(free_then_take, &freer);
     CHECK(freer.sent - freer.before == batch, "%llu of %u blocks went home before the exit, not %u",
           (unsigned long long)(freer.sent - freer.before), freer.frees, batch);
     CHECK(remote_frees() - freer.before == freer.frees, "%llu of %u blocks went home",
@@ -143,7 +136,7 @@ static void test_idle_goes_home(void)
     uint64_t decay_ms = hak_options.decay_ms;
     hak_options.decay_ms = 1;
     struct freer freer = {.first = batch + 8, .frees = IDLE_FREES, .idle = true};
-    run_freer(&freer);
+    unit_thread_run(free_then_take, &freer);
     hak_options.decay_ms = decay_ms;
     CHECK(freer.sent - freer.before == IDLE_FREES,
           "%llu of %d blocks of an idle class went home before the exit",
@@ -247,14 +240,13 @@ static void test_adopted_slab(void *(*adopter)(void *), bool meets)
     void **blocks = calloc(exited_count, sizeof(void *));
     if (!blocks)
         hard_error("calloc failed");
-    pthread_t thread, first;
+    pthread_t thread;
     pthread_barrier_init(&exited, NULL, 2);
     if (meets) {
         unit_thread_start(&thread, adopter, blocks);
         pthread_barrier_wait(&exited);
     }
-    unit_thread_start(&first, allocate_and_exit, blocks);
-    unit_thread_join(first);
+    unit_thread_run(allocate_and_exit, blocks);
     if (meets)
         pthread_barrier_wait(&exited);
     else

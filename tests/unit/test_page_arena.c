@@ -546,13 +546,6 @@ static void *put_span(void *span)
     return NULL;
 }
 
-static void put_elsewhere(struct hak_slab *span)
-{
-    pthread_t thread;
-    unit_thread_start(&thread, put_span, span);
-    unit_thread_join(thread);
-}
-
 /* Threads put in shards of their own (given in turn: a thread started
  * here, before any other test starts one, gets the shard after the main
  * thread's): a thread takes from its own shard first, even
@@ -568,7 +561,7 @@ static void test_hot_shards(void)
     fill_pattern(mine_start, 4 * HAK_PAGE_SIZE, 6);
     fill_pattern(theirs_start, 4 * HAK_PAGE_SIZE, 7);
     hak_hot_span_put(mine);
-    put_elsewhere(theirs);
+    unit_thread_run(put_span, theirs);
 
     uint64_t count = 0;
     size_t held = hak_hot_span_retained(0, &count);
@@ -587,7 +580,7 @@ static void test_hot_shards(void)
     if (first)
         hak_hot_span_put(first);
     if (second)
-        put_elsewhere(second);
+        unit_thread_run(put_span, second);
     CHECK(hak_hot_span_release_all(0) == 8 * HAK_PAGE_SIZE,
           "malloc_trim did not release the spans of both shards");
     count = 0;
@@ -602,7 +595,7 @@ static void test_hot_shards(void)
     char *start = left->start;
     fill_pattern(start, 8 * HAK_PAGE_SIZE, 8);
     hak_hot_span_put(left);
-    put_elsewhere(right);
+    unit_thread_run(put_span, right);
     struct hak_slab *whole = hak_hot_span_take(0, 8);
     check_hot(whole, start, 8, 8, "neighbours put by two threads");
     if (whole)

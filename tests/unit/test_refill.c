@@ -230,13 +230,8 @@ int main(void)
     check_batches_fit(64, 3000);
     check_batches_fit(128, 2500);
     check_batches_fit(1024, 400);
-    pthread_t ends;
-    unit_thread_start(&ends, empty_caches_end_the_list, NULL);
-    unit_thread_join(ends);
-    if (!hak_harden.checked) { /* checked mode refills one block at a time */
-        pthread_t thread;
-        unit_thread_start(&thread, refill_reads_one_block, NULL);
-        unit_thread_join(thread);
-    }
+    unit_thread_run(empty_caches_end_the_list, NULL);
+    if (!hak_harden.checked) /* checked mode refills one block at a time */
+        unit_thread_run(refill_reads_one_block, NULL);
     return test_result("test_refill");
 }

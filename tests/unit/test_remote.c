@@ -185,9 +185,7 @@ static void run_round(enum freer freer)
 
     uint64_t before[CASES], after[CASES];
     sum_remote_frees(before);
-    pthread_t thread;
-    unit_thread_start(&thread, free_all, &round);
-    unit_thread_join(thread);
+    unit_thread_run(free_all, &round);
     sum_remote_frees(after);
     /* A thread with a heap counts every block it sends to A's slabs, in
      * its flushes or at its exit; one without a heap has no counters. */

@@ -102,4 +102,12 @@ static inline void unit_thread_join(pthread_t thread)
         hard_error("pthread_join failed");
 }
 
+/* body(arg) in a thread of its own, which is over when this returns. */
+static inline void unit_thread_run(void *(*body)(void *), void *arg)
+{
+    pthread_t thread;
+    unit_thread_start(&thread, body, arg);
+    unit_thread_join(thread);
+}
+
 #endif
