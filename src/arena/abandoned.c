@@ -20,7 +20,7 @@ static void link_slab(struct hak_slab *slab)
     __atomic_store_n(&abandoned.lists[slab->node][slab->cls], slab, __ATOMIC_RELEASE);
 }
 
-/* Under the lock: slab leaves its list. */
+/* Under the lock: slab leaves its list, to be adopted. */
 static void unlink_slab(struct hak_slab *slab)
 {
     struct hak_slab *next = slab->next;
@@ -32,6 +32,7 @@ static void unlink_slab(struct hak_slab *slab)
         next->prev = slab->prev;
     slab->next = slab->prev = NULL;
     slab->state = HAK_STATE_NONE;
+    hak_stat_add(HAK_STAT_ADOPTED_SLABS, 1);
 }
 
 void hak_abandoned_push(struct hak_slab *list)
@@ -55,8 +56,6 @@ struct hak_slab *hak_abandoned_pop(unsigned node, unsigned cls)
     if (slab)
         unlink_slab(slab);
     pthread_mutex_unlock(&hak_fork_locks.abandoned.mutex);
-    if (slab)
-        hak_stat_add(HAK_STAT_ADOPTED_SLABS, 1);
     return slab;
 }
 
@@ -67,8 +66,6 @@ bool hak_abandoned_take(struct hak_slab *slab)
     if (listed)
         unlink_slab(slab);
     pthread_mutex_unlock(&hak_fork_locks.abandoned.mutex);
-    if (listed)
-        hak_stat_add(HAK_STAT_ADOPTED_SLABS, 1);
     return listed;
 }
 
