@@ -266,6 +266,9 @@ struct hak_superslab {
     uint32_t free_slabs; /* bit i: slab i is free */
     uint32_t used_slabs;
     uint64_t emptied_ms; /* when its last slab in use came back, as a spare */
+    /* A copy of page_cls below in its part's page table, for a SuperSlab
+     * of the region (arena/superslab.h), written with it; NULL outside. */
+    uint8_t *region_page_cls;
     /* The class of every page's slab, where free finds it from a block's
      * address alone (hak_superslab_page_class), for the pages where page_slab
      * has the slab (set as blocks are carved, arena/slab.c), and
@@ -474,6 +477,10 @@ struct hak_thread {
      * map, which tells a heapless thread's frees apart. */
     uintptr_t region_base;
     size_t region_used;
+    /* The part's page table: the byte of the page at region_base + n
+     * pages is page_table[n], one load from the offset free has at hand
+     * where the SuperSlab's own copy takes two masks of the address. */
+    const uint8_t *page_table;
     struct hak_heap *heap;
     uint32_t node;
     int32_t cpu;

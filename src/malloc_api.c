@@ -154,11 +154,7 @@ HAK_API void hak_free(void *ptr)
     struct hak_thread *self = hak_my_thread();
     uintptr_t part_offset;
     if (HAK_LIKELY(hak_heap_region_find(self, ptr, &part_offset))) {
-        /* The page from the offset, which is at hand, where the address
-         * would take a copy first: the part's base is a SuperSlab's. */
-        size_t page = (part_offset >> HAK_PAGE_SHIFT) % HAK_SUPERSLAB_PAGES;
-        hak_heap_free_in_region(self, hak_superslab_page_byte(ptr, page), ptr,
-                                hak_superslab_block_offset(ptr));
+        hak_heap_free_in_region(self, ptr, part_offset);
         return;
     }
     uintptr_t entry = hak_page_map_entry(ptr);

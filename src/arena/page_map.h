@@ -94,16 +94,6 @@ static inline size_t hak_superslab_page_class(const void *ptr, size_t page)
            HAK_PAGE_CLASS_MASK;
 }
 
-/* The page's whole byte, which a free in the thread's part of the region
- * reads with no load of the slab: its class and its slab's owner's page
- * tag.  An adopter rewrites the tag while other threads free the slab's
- * blocks (hak_slab_adopt): a free that reads the old tag sends its block
- * home, one that reads the new caches it, and either is sound. */
-static inline size_t hak_superslab_page_byte(const void *ptr, size_t page)
-{
-    return __atomic_load_n(&hak_superslab_at(ptr)->page_cls[page], __ATOMIC_RELAXED);
-}
-
 /* The same for an arena chunk, which is as aligned as it is big: its page
  * table too is at a fixed place, and free's loads of the slab and class
  * wait on no load of the page map's. */

@@ -65,12 +65,9 @@ static void set_page_class(const struct hak_slab *slab, const char *from, const 
     struct hak_superslab *ss = hak_superslab_of(slab);
     size_t last = ((uintptr_t)to - 1 - (uintptr_t)ss) >> HAK_PAGE_SHIFT;
     uint8_t byte = (uint8_t)(slab->cls | slab->page_tag);
-    /* Atomic: an adopter rewrites the tag while other threads free the
-     * slab's blocks, who read either value (page_map.h). */
     for (size_t page = ((uintptr_t)from - (uintptr_t)ss) >> HAK_PAGE_SHIFT; page <= last; page++)
-        __atomic_store_n(&ss->page_cls[page],
-                         ss->page_slab[page] == slab ? byte : (uint8_t)HAK_NO_SMALL_CLASS,
-                         __ATOMIC_RELAXED);
+        hak_superslab_set_page_byte(
+            ss, page, ss->page_slab[page] == slab ? byte : (uint8_t)HAK_NO_SMALL_CLASS);
 }
 
 /* Free blocks are memcheck's no-go area but for their link and tag. */

@@ -12,8 +12,9 @@
 
 struct hak_superslab_region hak_superslab_region HAK_START_UP = {.base = HAK_REGION_UNSET};
 
-/* Makes the fresh memory at ss a SuperSlab of node's, registered. */
-static bool setup(struct hak_superslab *ss, unsigned node)
+/* Makes the fresh memory at ss a SuperSlab of node's, registered;
+ * region_page_cls: its bytes in the region's page table, or NULL. */
+static bool setup(struct hak_superslab *ss, unsigned node, uint8_t *region_page_cls)
 {
     hak_numa_bind(ss, HAK_SUPERSLAB_SIZE, node);
     ss->head.kind = HAK_CHUNK_SUPERSLAB;
@@ -23,7 +24,9 @@ static bool setup(struct hak_superslab *ss, unsigned node)
     /* No page holds a block until a slab carves it (arena/slab.c). */
     for (unsigned p = 0; p < HAK_SUPERSLAB_PAGES; p++)
         ss->page_slab[p] = &hak_invalid_slab;
-    memset(ss->page_cls, HAK_NO_SMALL_CLASS, sizeof(ss->page_cls));
+    ss->region_page_cls = region_page_cls;
+    for (size_t p = 0; p < HAK_SUPERSLAB_PAGES; p++)
+        hak_superslab_set_page_byte(ss, p, HAK_NO_SMALL_CLASS);
     for (unsigned i = 0; i < HAK_SLABS_PER_SUPERSLAB; i++) {
         struct hak_slab *slab = &ss->slabs[i];
         slab->chunk = &ss->head;
@@ -62,15 +65,49 @@ static bool region_reserved(void)
     if (!tried) {
         tried = true;
         unsigned parts = hak_numa_node_bound();
-        size_t part_size = hak_os_memory_bytes() / parts & ~(HAK_SUPERSLAB_SIZE - 1);
-        void *base = hak_os_reserve(part_size, parts, HAK_SUPERSLAB_SIZE);
+        size_t superslabs = hak_os_memory_bytes() / parts & ~(HAK_SUPERSLAB_SIZE - 1);
+        /* A byte a page, in whole SuperSlabs, which stay aligned after it. */
+        size_t table_size =
+            (superslabs / HAK_PAGE_SIZE + HAK_SUPERSLAB_SIZE - 1) & ~(HAK_SUPERSLAB_SIZE - 1);
+        size_t part_size = table_size + superslabs;
+        void *base = superslabs ? hak_os_reserve(part_size, parts, HAK_SUPERSLAB_SIZE) : NULL;
         if (base) {
             hak_superslab_region.part_size = part_size;
+            hak_superslab_region.table_size = table_size;
             hak_superslab_region.parts = parts;
             hak_superslab_region.base = (uintptr_t)base;
         }
     }
     return hak_superslab_region_exists();
+}
+
+/* The SuperSlab used bytes into part's SuperSlabs (those after its page
+ * table), made memory and set up with its bytes in the table; NULL where
+ * it could not be, with nothing made memory. */
+static struct hak_superslab *map_in_part(char *part, size_t used, unsigned node)
+{
+    struct hak_superslab *ss =
+        (struct hak_superslab *)(part + hak_superslab_region.table_size + used);
+    uint8_t *table_bytes = (uint8_t *)part + used / HAK_SUPERSLAB_SIZE * HAK_SUPERSLAB_PAGES;
+    /* Each of the table's pages with the first of the SuperSlabs it holds
+     * the bytes of, on their node. */
+    bool table_page = (uintptr_t)table_bytes % HAK_PAGE_SIZE == 0;
+    if (!hak_os_map_reserved(ss, HAK_SUPERSLAB_SIZE))
+        return NULL;
+    if (table_page) {
+        if (!hak_os_map_reserved(table_bytes, HAK_PAGE_SIZE)) {
+            hak_os_unmap_reserved(ss, HAK_SUPERSLAB_SIZE);
+            return NULL;
+        }
+        hak_numa_bind(table_bytes, HAK_PAGE_SIZE, node);
+        hak_stat_pages_out(HAK_PAGES_SSM, 1, 0);
+    }
+    if (setup(ss, node, table_bytes))
+        return ss;
+    if (table_page)
+        hak_os_unmap_reserved(table_bytes, HAK_PAGE_SIZE);
+    hak_os_unmap_reserved(ss, HAK_SUPERSLAB_SIZE);
+    return NULL;
 }
 
 /* A SuperSlab at the end of node's part of the region, or NULL when the
@@ -81,22 +118,16 @@ static struct hak_superslab *create_in_region(unsigned node)
         return NULL;
     struct hak_superslab *ss = NULL;
     hak_superslab_region_lock();
-    if (region_reserved() && node < hak_superslab_region.parts) {
+    const struct hak_superslab_region *region = &hak_superslab_region;
+    if (region_reserved() && node < region->parts) {
         _Atomic size_t *used_of_part = &hak_superslab_region.used[node];
         size_t used = atomic_load_explicit(used_of_part, memory_order_relaxed);
-        if (used < hak_superslab_region.part_size)
-            ss = (struct hak_superslab *)(hak_superslab_region.base +
-                                          node * hak_superslab_region.part_size + used);
-        if (!ss || !hak_os_map_reserved(ss, HAK_SUPERSLAB_SIZE)) {
-            ss = NULL;
-        } else if (!setup(ss, node)) {
-            hak_os_unmap_reserved(ss, HAK_SUPERSLAB_SIZE);
-            ss = NULL;
-        } else {
-            /* After the head and the page map's entries, which a thread
-             * that reads the new used finds set (superslab.h). */
+        if (used < region->part_size - region->table_size)
+            ss = map_in_part((char *)region->base + node * region->part_size, used, node);
+        /* After the head, the page bytes and the page map's entries, which
+         * a thread that reads the new used finds set (superslab.h). */
+        if (ss)
             atomic_store_explicit(used_of_part, used + HAK_SUPERSLAB_SIZE, memory_order_release);
-        }
     }
     hak_superslab_region_unlock();
     return ss;
@@ -110,7 +141,7 @@ struct hak_superslab *hak_superslab_create(unsigned node)
     ss = hak_os_map_aligned(HAK_SUPERSLAB_SIZE, HAK_SUPERSLAB_SIZE);
     if (!ss)
         return NULL;
-    if (!setup(ss, node)) {
+    if (!setup(ss, node, NULL)) {
         hak_os_unmap(ss, HAK_SUPERSLAB_SIZE);
         return NULL;
     }

@@ -84,7 +84,8 @@ static struct hak_slab *list_pop(struct hak_slab_list *list)
  * come by a slab of a SuperSlab it has not heard of, or changed nodes. */
 static void see_region_part(struct hak_thread *thread)
 {
-    thread->region_used = hak_superslab_region_part(thread->node, &thread->region_base);
+    thread->region_used =
+        hak_superslab_region_part(thread->node, &thread->region_base, &thread->page_table);
 }
 
 static void set_thread_node(struct hak_thread *thread, unsigned node)

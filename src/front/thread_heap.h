@@ -236,19 +236,24 @@ static inline bool hak_heap_region_find(const struct hak_thread *self, const voi
 }
 
 /* The free of a block hak_heap_region_find found, whose slab is of the
- * thread's node: no test of the node, and no load of the slab.  byte: its
- * page's (hak_superslab_page_byte); offset: its slab's
- * (hak_superslab_block_offset).  The byte XOR the thread's page tag is the
+ * thread's node: no test of the node, and no load of the slab.
+ * part_offset: the block's offset in the part, whose page's byte in the
+ * part's page table (arena/superslab.h) XOR the thread's page tag is the
  * class where the thread's heap owns the slab (struct hak_thread); a page
  * of another heap's slab, or where no block of a live slab starts, fails
  * the block-start test, and the slow path sends the block home or names
- * the fault. */
-static inline void hak_heap_free_in_region(struct hak_thread *self, size_t byte, void *block,
-                                           uint32_t offset)
+ * the fault.  An adopter rewrites the tag while other threads free the
+ * slab's blocks (hak_slab_adopt): a free that reads the old tag sends its
+ * block home, one that reads the new caches it, and either is sound. */
+static inline void hak_heap_free_in_region(struct hak_thread *self, void *block,
+                                           uintptr_t part_offset)
 {
+    size_t byte =
+        __atomic_load_n(&self->page_table[part_offset >> HAK_PAGE_SHIFT], __ATOMIC_RELAXED);
     size_t cls = byte ^ self->page_tag;
-    hak_heap_free_mine(self, hak_magic_divides(&self->small_divide_magic[cls], offset), cls, block,
-                       NULL, hak_heap_free_unowned);
+    hak_heap_free_mine(
+        self, hak_magic_divides(&self->small_divide_magic[cls], hak_superslab_block_offset(block)),
+        cls, block, NULL, hak_heap_free_unowned);
 }
 
 /* The same for a block of a SuperSlab outside the thread's part of the

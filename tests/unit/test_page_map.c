@@ -1,6 +1,7 @@
 /* The page map: which chunk owns an address, per 2 MiB unit.  The addresses
  * come from reservations this test makes with PROT_NONE: real address space
  * that nobody else maps, and that no lookup may touch. */
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -153,20 +154,28 @@ static void test_addresses_never_mapped(void)
     munmap(own, HAK_CHUNK_SIZE);
 }
 
-/* Every 2 MiB below the used end of each part of the region starts a
- * SuperSlab of the fast route and of the part's node, as the page map has
- * it, retired ones included; the address past it is not held. */
+/* Every 2 MiB below the used end of each part of the region, after the
+ * part's page table, starts a SuperSlab of the fast route and of the
+ * part's node, as the page map has it, retired ones included, whose page
+ * bytes the table holds at the SuperSlab's place (arena/superslab.h); the
+ * address past it is not held, nor is the table. */
 static void check_region_parts(void)
 {
     const struct hak_superslab_region *region = &hak_superslab_region;
+    size_t capacity = region->part_size - region->table_size;
     CHECK(region->parts >= 1 && region->parts <= HAK_MAX_NODES &&
-              region->parts <= hak_numa_node_bound() && region->part_size % HAK_SUPERSLAB_SIZE == 0,
-          "the region has %u parts of %zu bytes", region->parts, region->part_size);
+              region->parts <= hak_numa_node_bound() &&
+              region->part_size % HAK_SUPERSLAB_SIZE == 0 &&
+              region->table_size % HAK_SUPERSLAB_SIZE == 0 && region->table_size > 0 &&
+              region->table_size >= capacity / HAK_PAGE_SIZE &&
+              region->table_size - capacity / HAK_PAGE_SIZE < HAK_SUPERSLAB_SIZE,
+          "the region has %u parts of %zu bytes, tables of %zu", region->parts, region->part_size,
+          region->table_size);
     for (unsigned part = 0; part < region->parts; part++) {
-        const char *base = (const char *)region->base + part * region->part_size;
+        const uint8_t *table = (const uint8_t *)region->base + part * region->part_size;
+        const char *base = (const char *)table + region->table_size;
         size_t used = region->used[part];
-        CHECK(used <= region->part_size, "part %u uses %zu bytes of %zu", part, used,
-              region->part_size);
+        CHECK(used <= capacity, "part %u uses %zu bytes of %zu", part, used, capacity);
         for (size_t offset = 0; offset < used; offset += HAK_SUPERSLAB_SIZE) {
             struct hak_chunk_head *chunk = hak_page_map_lookup(base + offset);
             if (!chunk || (const char *)chunk != base + offset ||
@@ -178,9 +187,19 @@ static void check_region_parts(void)
                       part, (const void *)(base + offset), part);
                 break;
             }
+            const struct hak_superslab *ss = (const struct hak_superslab *)chunk;
+            const uint8_t *bytes = table + offset / HAK_SUPERSLAB_SIZE * HAK_SUPERSLAB_PAGES;
+            if (ss->region_page_cls != bytes ||
+                memcmp(bytes, ss->page_cls, HAK_SUPERSLAB_PAGES) != 0) {
+                CHECK(false, "part %u's page table does not hold SuperSlab %p's page bytes", part,
+                      (const void *)ss);
+                break;
+            }
         }
         CHECK(!hak_superslab_region_holds(base + used),
               "the region holds the address past part %u's last SuperSlab", part);
+        CHECK(!hak_superslab_region_holds(table) && !hak_superslab_region_holds(base - 1),
+              "the region holds part %u's page table", part);
     }
 }
 
@@ -218,9 +237,11 @@ static void test_superslab_region(void)
     }
     check_region_parts();
     uintptr_t part_base;
-    size_t used = hak_superslab_region_part(hak_tls.node, &part_base);
-    CHECK(hak_tls.region_base == part_base && hak_tls.region_used > 0 &&
-              hak_tls.region_used <= used,
+    const uint8_t *page_table;
+    size_t used = hak_superslab_region_part(hak_tls.node, &part_base, &page_table);
+    CHECK(hak_tls.region_base == part_base && hak_tls.page_table == page_table &&
+              page_table == (const uint8_t *)part_base - hak_superslab_region.table_size &&
+              hak_tls.region_used > 0 && hak_tls.region_used <= used,
           "the thread's part of the region, %#lx + %zu, is not node %u's, %#lx + %zu",
           (unsigned long)hak_tls.region_base, hak_tls.region_used, hak_tls.node,
           (unsigned long)part_base, used);
@@ -250,6 +271,17 @@ static void test_superslab_region(void)
     CHECK(!hak_superslab_region_holds((const char *)base),
           "with the base unset, the region holds its first SuperSlab");
     hak_superslab_region.base = base;
+
+    /* Slabs carved, emptied and given back write their bytes in both. */
+    enum { BATCH = 20000 };
+    static void *batch[BATCH];
+    for (size_t i = 0; i < BATCH; i++)
+        batch[i] = malloc(16 + i % 7 * 48);
+    check_region_parts();
+    for (size_t i = 0; i < BATCH; i++)
+        free(batch[i]);
+    malloc_trim(0);
+    check_region_parts();
 }
 
 /* The slab of ptr's page in a fast-route chunk, whose entry is positive,
