@@ -281,52 +281,51 @@ struct hak_superslab {
     struct hak_slab slabs[HAK_SLABS_PER_SUPERSLAB] __attribute__((aligned(HAK_CACHE_LINE)));
 };
 
+/* A page's entry in its arena chunk's page_info: the class of the slab it
+ * belongs to, the node the slab's blocks are freed to (its free_node,
+ * HAK_NO_NODE while the page is in no slab that serves blocks) and the
+ * low half of the slab's start address.  free takes the class, the node
+ * test and the block's offset in its slab (one subtract of the halves)
+ * from it: a Mid program's slabs lie in as many lines as it has slabs, and
+ * their pages' entries 8 to a line (mid_light's shape, 800k operations
+ * under cachegrind: 0.65M first-level data misses where the loads of
+ * page_slab and the slab took 1.05M; 1.03 to 1.06 times the operations a
+ * second).  The flush and the slow paths read the slab, as they always
+ * did. */
+struct hak_page_info {
+    uint32_t slab_start;
+    uint8_t cls;
+    uint8_t node;
+};
+_Static_assert(sizeof(struct hak_page_info) == 8 && HAK_NUM_CLASSES <= 1u << 8 &&
+                   HAK_MAX_NODES < HAK_NO_NODE && HAK_NO_NODE <= UINT8_MAX,
+               "a page's entry holds its class and node in a byte each");
+
+static inline struct hak_page_info hak_page_info(const struct hak_slab *slab)
+{
+    return (struct hak_page_info){.slab_start = (uint32_t)(uintptr_t)slab->start,
+                                  .cls = (uint8_t)slab->cls,
+                                  .node = slab->free_node};
+}
+#define HAK_PAGE_INFO_NONE ((struct hak_page_info){.node = HAK_NO_NODE})
+
 struct hak_arena_chunk {
     struct hak_chunk_head head;
     struct hak_slab *page_slab[HAK_ARENA_PAGES];
     /* Pages below this one have been handed out as spans: a free into a
      * free span there is a second one (arena/page_arena.c). */
     uint32_t handed_out_pages;
-    /* What free needs of every page, in one word (hak_page_info), so that
-     * it reads no slab: written with page_slab, as blocks are carved
+    /* What free needs of every page (struct hak_page_info), so that it
+     * reads no slab: written with page_slab, as blocks are carved
      * (arena/slab.c) and as spans are mapped (hak_span_map_pages). */
-    uint32_t page_info[HAK_ARENA_PAGES] __attribute__((aligned(HAK_CACHE_LINE)));
+    struct hak_page_info page_info[HAK_ARENA_PAGES] __attribute__((aligned(HAK_CACHE_LINE)));
 };
 
-/* A page's word in its arena chunk's page_info: the class of the slab it
- * belongs to, the node the slab's blocks are freed to (its free_node,
- * HAK_NO_NODE while the page is in no slab that serves blocks) and the
- * slab's first page in the chunk.  free takes the class, the node test and
- * the block's offset in its slab from it: a Mid program's slabs lie in as
- * many lines as it has slabs, and their pages' words 16 to a line
- * (mid_light's shape, 800k operations under cachegrind: 0.65M first-level
- * data misses where the loads of page_slab and the slab took 1.05M; 1.03
- * to 1.06 times the operations a second).  The flush and the slow paths
- * read the slab, as they always did. */
-static inline uint32_t hak_page_info(unsigned cls, unsigned free_node, size_t first_page)
+/* ptr's offset from the start of its page's slab: the slab is smaller than
+ * 4 GiB, so the low halves' difference is the whole one. */
+static inline uint32_t hak_page_info_offset(const struct hak_page_info *info, const void *ptr)
 {
-    return (uint32_t)first_page | (uint32_t)cls << 16 | (uint32_t)free_node << 24;
-}
-#define HAK_PAGE_INFO_NONE hak_page_info(0, HAK_NO_NODE, 0)
-_Static_assert(HAK_ARENA_PAGES <= 1u << 16 && HAK_NUM_CLASSES <= 1u << 8 &&
-                   HAK_MAX_NODES < HAK_NO_NODE,
-               "a page's word holds its slab's first page, class and node");
-
-static inline size_t hak_page_info_class(uint32_t info)
-{
-    return (uint8_t)(info >> 16);
-}
-
-static inline unsigned hak_page_info_node(uint32_t info)
-{
-    return info >> 24;
-}
-
-/* ptr's offset from the start of its page's slab. */
-static inline uint32_t hak_page_info_offset(uint32_t info, const void *ptr)
-{
-    return (uint32_t)((uintptr_t)ptr % HAK_ARENA_CHUNK_SIZE) -
-           (uint16_t)info * (uint32_t)HAK_PAGE_SIZE;
+    return (uint32_t)(uintptr_t)ptr - info->slab_start;
 }
 
 #define HAK_SUPERSLAB_HEADER_SLABS 1

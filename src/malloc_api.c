@@ -168,7 +168,7 @@ HAK_API void hak_free(void *ptr)
     if (HAK_LIKELY(entry & HAK_MAP_SUPERSLAB)) {
         free_superslab_block(ptr, hak_superslab_page(ptr));
     } else {
-        uint32_t info = hak_arena_page_info(ptr, hak_arena_page(ptr));
+        const struct hak_page_info *info = hak_arena_page_info(ptr, hak_arena_page(ptr));
         hak_heap_free_in_page(info, ptr, hak_page_info_offset(info, ptr));
     }
 }
@@ -347,11 +347,11 @@ HAK_API size_t hak_malloc_usable_size(void *ptr)
             if (HAK_LIKELY(slab->free_node != HAK_NO_NODE))
                 return slab->block_size;
         } else {
-            /* The page's word, as free reads it: an L25 block's other
+            /* The page's entry, as free reads it: an L25 block's other
              * pages have none. */
-            uint32_t info = hak_arena_page_info(ptr, hak_arena_page(ptr));
-            size_t cls = hak_page_info_class(info);
-            if (HAK_LIKELY(hak_page_info_node(info) != HAK_NO_NODE &&
+            const struct hak_page_info *info = hak_arena_page_info(ptr, hak_arena_page(ptr));
+            size_t cls = info->cls;
+            if (HAK_LIKELY(info->node != HAK_NO_NODE &&
                            hak_class_divides(cls, hak_page_info_offset(info, ptr))))
                 return hak_class_size[cls];
         }

@@ -502,7 +502,7 @@ void hak_hot_span_put(struct hak_slab *span)
     /* While it served blocks its pages mapped to the slab, to sentinels
      * (not carved yet, inside a block) or both; neighbours find a hot span
      * by any of its pages, and free no longer takes them for a slab's.  An
-     * L25 slab's pages map to it already, and only its first page's word
+     * L25 slab's pages map to it already, and only its first page's entry
      * told free of its block.  Before the lock, so that other threads wait
      * less (up to 256 pages): a neighbour that reads a page meanwhile finds
      * a span that is not hot yet, as before. */

@@ -141,8 +141,8 @@ static struct hak_slab *set_up_chunk(void *mem, unsigned node, bool huge)
     span->first_page = HAK_ARENA_HEADER_PAGES;
     span->pages = HAK_ARENA_USABLE_PAGES;
     span->start = (char *)chunk + HAK_ARENA_HEADER_PAGES * HAK_PAGE_SIZE;
-    /* Every page's word says none before the page map lets free find the
-     * chunk: a zero word would send a stray free to node 0's cache. */
+    /* Every page's entry says none before the page map lets free find the
+     * chunk: a zeroed one would send a stray free to node 0's cache. */
     map_pages(span);
     if (!hak_page_map_set(chunk, HAK_ARENA_CHUNK_SIZE, &chunk->head)) {
         hak_os_unmap(chunk, HAK_ARENA_CHUNK_SIZE);

@@ -112,9 +112,9 @@ static inline struct hak_slab *hak_arena_page_slab(const void *ptr, size_t page)
     return hak_arena_chunk_at(ptr)->page_slab[page];
 }
 
-static inline uint32_t hak_arena_page_info(const void *ptr, size_t page)
+static inline const struct hak_page_info *hak_arena_page_info(const void *ptr, size_t page)
 {
-    return hak_arena_chunk_at(ptr)->page_info[page];
+    return &hak_arena_chunk_at(ptr)->page_info[page];
 }
 
 /* Maps [base, base + size) to chunk; base is 2 MiB aligned.  The entry

@@ -50,8 +50,7 @@ static struct hak_slab **page_entry(const struct hak_slab *slab, const char *add
 static void set_page_info(const struct hak_slab *slab, const char *from, const char *to)
 {
     struct hak_arena_chunk *chunk = (struct hak_arena_chunk *)slab->chunk;
-    uint32_t info = hak_page_info(slab->cls, slab->free_node,
-                                  ((uintptr_t)slab->start - (uintptr_t)chunk) >> HAK_PAGE_SHIFT);
+    struct hak_page_info info = hak_page_info(slab);
     size_t last = ((uintptr_t)to - 1 - (uintptr_t)chunk) >> HAK_PAGE_SHIFT;
     for (size_t page = ((uintptr_t)from - (uintptr_t)chunk) >> HAK_PAGE_SHIFT; page <= last; page++)
         chunk->page_info[page] = chunk->page_slab[page] == slab ? info : HAK_PAGE_INFO_NONE;

@@ -71,7 +71,7 @@ static inline void hak_span_map_pages(struct hak_slab *span, uint32_t first, uin
 {
     struct hak_arena_chunk *chunk = (struct hak_arena_chunk *)span->chunk;
     struct hak_slab **slabs = &chunk->page_slab[first];
-    uint32_t *infos = &chunk->page_info[first];
+    struct hak_page_info *infos = &chunk->page_info[first];
     uint32_t p = 0;
     /* Four pages a turn, whose stores the compiler merges into vector
      * stores: spans of up to 256 pages are mapped at every take and merge

@@ -277,18 +277,19 @@ static inline void hak_heap_free(struct hak_slab *slab, size_t cls, void *block,
     hak_heap_free_mine(self, mine, cls, block, slab, hak_heap_free_unowned);
 }
 
-/* The same for a block of an arena chunk, from its page's word
- * (hak_page_info), with no load of its slab: the slow paths look the slab
+/* The same for a block of an arena chunk, from its page's entry
+ * (struct hak_page_info), with no load of its slab: the slow paths look the slab
  * up, and so does the flush, which also refuses a block past those the
  * slab has carved in its last carved page. */
-static inline void hak_heap_free_in_page(uint32_t info, void *block, uint32_t offset)
+static inline void hak_heap_free_in_page(const struct hak_page_info *info, void *block,
+                                         uint32_t offset)
 {
     struct hak_thread *self = hak_my_thread();
-    if (HAK_UNLIKELY(hak_page_info_node(info) != self->node)) {
+    if (HAK_UNLIKELY(info->node != self->node)) {
         hak_heap_free_other(block, NULL);
         return;
     }
-    size_t cls = hak_page_info_class(info);
+    size_t cls = info->cls;
     hak_heap_free_mine(self, hak_class_divides(cls, offset), cls, block, NULL,
                        hak_heap_free_invalid);
 }

@@ -294,11 +294,12 @@ static struct hak_slab *fast_slab(uintptr_t entry, const void *ptr)
 }
 
 /* free() takes a Mid or L25 block's class, node and offset in its slab
- * from its page's word (hak_page_info), found from the address alone: a
+ * from its page's entry (struct hak_page_info), found from the address
+ * alone: a
  * page whose entry is a slab that serves blocks has the slab's, but for
  * an L25 block's pages after its first (hak_slab_is_whole_span); every
  * other page (headers, spans, pages not carved yet or inside a block)
- * none.  fast: the page's entry.  False when the word is wrong. */
+ * none.  fast: the page's entry.  False when the page's is wrong. */
 static bool check_page_info(struct hak_chunk_head *chunk, char *page, const struct hak_slab *fast)
 {
     size_t number = (size_t)(page - (char *)chunk) / HAK_PAGE_SIZE;
@@ -307,26 +308,28 @@ static bool check_page_info(struct hak_chunk_head *chunk, char *page, const stru
               (void *)chunk, (const void *)hak_arena_chunk_at(page));
         return false;
     }
-    uint32_t info = hak_arena_page_info(page, hak_arena_page(page));
+    const struct hak_page_info *info = hak_arena_page_info(page, hak_arena_page(page));
     if (fast->free_node != HAK_NO_NODE &&
         (fast->kind == HAK_SLAB_MID || (fast->kind == HAK_SLAB_L25 && fast->start == page))) {
-        bool right = hak_page_info_node(info) == fast->free_node &&
-                     hak_page_info_class(info) == fast->cls &&
-                     hak_page_info_offset(info, fast->start) == 0;
+        /* The offset of a block in the slab's last page, as free takes it. */
+        const char *last_page = (const char *)fast->end - HAK_PAGE_SIZE;
+        bool right = info->node == fast->free_node && info->cls == fast->cls &&
+                     hak_page_info_offset(info, fast->start) == 0 &&
+                     hak_page_info_offset(info, last_page) ==
+                         (size_t)(last_page - (const char *)fast->start);
         CHECK(right,
-              "page %zu of an arena chunk: free would take node %u, class %zu and the slab at "
-              "page %u; its slab's are %u, %u and %zu",
-              number, hak_page_info_node(info), hak_page_info_class(info), (uint16_t)info,
-              fast->free_node, fast->cls,
-              (size_t)((char *)fast->start - (char *)chunk) / HAK_PAGE_SIZE);
+              "page %zu of an arena chunk: free would take node %u, class %u and the slab at "
+              "%#x; its slab's are %u, %u and %p",
+              number, info->node, info->cls, info->slab_start, fast->free_node, fast->cls,
+              (void *)fast->start);
         return right;
     }
-    bool none = hak_page_info_node(info) == HAK_NO_NODE;
+    bool none = info->node == HAK_NO_NODE;
     CHECK(none,
           "page %zu of an arena chunk, in no slab that serves blocks (kind %u%s), sends free to "
           "the cache of node %u",
           number, fast->kind, fast->kind == HAK_SLAB_L25 ? ", inside an L25 block" : "",
-          hak_page_info_node(info));
+          info->node);
     return none;
 }
 
