@@ -88,16 +88,25 @@ static void *map_aligned(size_t size, size_t align, int prot)
     return (void *)start;
 }
 
-/* The one reservation (hak_os_reserve), in parts of part_size bytes, and
- * of each part how much, from its start, is still reserved and how much
- * has been made memory.  Under hak_fork_locks.os_reservation. */
+/* The one reservation (hak_os_reserve), in parts of part_size bytes, each
+ * cut in two zones, its first head_size bytes and the rest; of each zone
+ * how much, from its start, is still reserved and how much has been made
+ * memory.  Under hak_fork_locks.os_reservation. */
+enum { HEAD_ZONE, REST_ZONE, ZONES };
 static struct {
     char *base;
     size_t part_size;
+    size_t head_size;
     unsigned parts;
-    size_t reserved[HAK_MAX_NODES];
-    size_t mapped[HAK_MAX_NODES];
+    size_t reserved[HAK_MAX_NODES][ZONES];
+    size_t mapped[HAK_MAX_NODES][ZONES];
 } reservation HAK_START_UP;
+
+static char *zone_start(unsigned part, unsigned zone)
+{
+    return reservation.base + part * reservation.part_size +
+           (zone == REST_ZONE ? reservation.head_size : 0);
+}
 
 /* Whether the process's address space exceeds limit bytes.  A limit set
  * below what the process has is a budget for what it uses; one set as what
@@ -115,20 +124,23 @@ static bool over_address_space(uint64_t limit)
     return pages * HAK_PAGE_SIZE > limit;
 }
 
-/* Under the lock: over limit, what of each part was never made memory
+/* Under the lock: over limit, what of each zone was never made memory
  * goes back; true if there was some. */
 static bool release_unused_locked(uint64_t limit)
 {
     bool unused = false;
     for (unsigned p = 0; p < reservation.parts; p++)
-        unused |= reservation.reserved[p] > reservation.mapped[p];
+        for (unsigned z = 0; z < ZONES; z++)
+            unused |= reservation.reserved[p][z] > reservation.mapped[p][z];
     if (!unused || !over_address_space(limit))
         return false;
     for (unsigned p = 0; p < reservation.parts; p++) {
-        char *part = reservation.base + p * reservation.part_size;
-        if (reservation.reserved[p] > reservation.mapped[p])
-            munmap(part + reservation.mapped[p], reservation.reserved[p] - reservation.mapped[p]);
-        reservation.reserved[p] = reservation.mapped[p];
+        for (unsigned z = 0; z < ZONES; z++) {
+            size_t mapped = reservation.mapped[p][z];
+            if (reservation.reserved[p][z] > mapped)
+                munmap(zone_start(p, z) + mapped, reservation.reserved[p][z] - mapped);
+            reservation.reserved[p][z] = mapped;
+        }
     }
     return true;
 }
@@ -166,10 +178,10 @@ void *hak_os_map_aligned(size_t size, size_t align)
     return start;
 }
 
-void *hak_os_reserve(size_t part_size, unsigned parts, size_t align)
+void *hak_os_reserve(size_t head_size, size_t part_size, unsigned parts, size_t align)
 {
     size_t size;
-    if (!part_size || !parts || parts > HAK_MAX_NODES ||
+    if (!part_size || head_size >= part_size || !parts || parts > HAK_MAX_NODES ||
         __builtin_mul_overflow(part_size, parts, &size) || address_space_limit() != RLIM_INFINITY)
         return NULL;
     hak_os_reservation_lock();
@@ -177,26 +189,32 @@ void *hak_os_reserve(size_t part_size, unsigned parts, size_t align)
     if (base) {
         reservation.base = base;
         reservation.part_size = part_size;
+        reservation.head_size = head_size;
         reservation.parts = parts;
-        for (unsigned p = 0; p < parts; p++)
-            reservation.reserved[p] = part_size;
+        for (unsigned p = 0; p < parts; p++) {
+            reservation.reserved[p][HEAD_ZONE] = head_size;
+            reservation.reserved[p][REST_ZONE] = part_size - head_size;
+        }
     }
     hak_os_reservation_unlock();
     return base;
 }
 
-/* Under the lock: the part of the reservation whose reserved bytes hold
- * [start, start + size), or reservation.parts where none does; *end:
- * where the range ends in its part. */
-static unsigned reserved_part(const char *start, size_t size, size_t *end)
+/* Under the lock: whether [start, start + size) lies in the reserved bytes
+ * of one zone, *part's *zone, and where it ends there, in *end. */
+static bool reserved_zone(const char *start, size_t size, unsigned *part, unsigned *zone,
+                          size_t *end)
 {
     if (!reservation.base || start < reservation.base)
-        return reservation.parts;
+        return false;
     size_t offset = (size_t)(start - reservation.base);
-    size_t part = offset / reservation.part_size;
-    *end = offset % reservation.part_size + size;
-    return part < reservation.parts && *end <= reservation.reserved[part] ? (unsigned)part
-                                                                          : reservation.parts;
+    size_t in_part = offset % reservation.part_size;
+    if (offset / reservation.part_size >= reservation.parts)
+        return false;
+    *part = (unsigned)(offset / reservation.part_size);
+    *zone = in_part < reservation.head_size ? HEAD_ZONE : REST_ZONE;
+    *end = (size_t)(start + size - zone_start(*part, *zone));
+    return *end <= reservation.reserved[*part][*zone];
 }
 
 bool hak_os_map_reserved(void *addr, size_t size)
@@ -209,12 +227,12 @@ bool hak_os_map_reserved(void *addr, size_t size)
     bool limited = limit != RLIM_INFINITY;
     if (limited)
         release_unused_locked(limit);
-    size_t end_in_part = 0;
-    unsigned part = reserved_part(start, size, &end_in_part);
-    bool mapped =
-        !limited && part < reservation.parts && mprotect(start, size, PROT_READ | PROT_WRITE) == 0;
-    if (mapped && end_in_part > reservation.mapped[part])
-        reservation.mapped[part] = end_in_part;
+    unsigned part, zone;
+    size_t end = 0;
+    bool mapped = !limited && reserved_zone(start, size, &part, &zone, &end) &&
+                  mprotect(start, size, PROT_READ | PROT_WRITE) == 0;
+    if (mapped && end > reservation.mapped[part][zone])
+        reservation.mapped[part][zone] = end;
     hak_os_reservation_unlock();
     if (mapped)
         hak_stat_add(HAK_STAT_MAPPED_BYTES, size);
@@ -225,6 +243,13 @@ void hak_os_unmap_reserved(void *addr, size_t size)
 {
     madvise(addr, size, MADV_DONTNEED);
     mprotect(addr, size, PROT_NONE);
+    hak_os_reservation_lock();
+    unsigned part, zone;
+    size_t end;
+    /* The zone's last memory: the rest of it is never made memory now. */
+    if (reserved_zone(addr, size, &part, &zone, &end) && end == reservation.mapped[part][zone])
+        reservation.mapped[part][zone] = end - size;
+    hak_os_reservation_unlock();
     hak_stat_add(HAK_STAT_UNMAPPED_BYTES, size);
 }
 

@@ -13,18 +13,20 @@ void *hak_os_map_aligned(size_t size, size_t align);
 void hak_os_unmap(void *addr, size_t size);
 /* Address space alone, parts of part_size bytes side by side (at most
  * HAK_MAX_NODES), aligned to align, for hak_os_map_reserved to make memory
- * bit by bit, each part from its start: no access, no memory, nothing
- * counted against the commit limit.  One per process (the SuperSlab
- * region, a part per node); NULL where there is one already, or under an
- * address-space limit (RLIMIT_AS, which counts reserved address space).
- * Under a limit the program sets later, none of it is made memory any
- * more, and where that limit is below what the process has, what of each
- * part was never made memory goes back to the kernel
- * (hak_os_release_reservation_over_limit). */
-void *hak_os_reserve(size_t part_size, unsigned parts, size_t align);
+ * bit by bit: each part's first head_size bytes from their start, and the
+ * rest from where they end; no access, no memory, nothing counted against
+ * the commit limit.  One per process (the SuperSlab region, a part per
+ * node, each with its page table as its head); NULL where there is one
+ * already, or under an address-space limit (RLIMIT_AS, which counts
+ * reserved address space).  Under a limit the program sets later, none of
+ * it is made memory any more, and where that limit is below what the
+ * process has, what of each part's head and rest was never made memory
+ * goes back to the kernel (hak_os_release_reservation_over_limit). */
+void *hak_os_reserve(size_t head_size, size_t part_size, unsigned parts, size_t align);
 /* Makes part of the reservation read-write memory, as hak_os_map_aligned's;
  * false under an address-space limit, where it is no longer reserved, or
- * where the kernel refuses. */
+ * where the kernel refuses, and for a range across a part's head and its
+ * rest. */
 bool hak_os_map_reserved(void *addr, size_t size);
 /* Where the process's address space exceeds its limit (RLIMIT_AS), one
  * set since the reservation was made, what of each of the reservation's
@@ -37,7 +39,9 @@ bool hak_os_map_reserved(void *addr, size_t size);
 bool hak_os_release_reservation_over_limit(void);
 /* Whether the process runs under an address-space limit (RLIMIT_AS). */
 bool hak_os_address_space_limited(void);
-/* Undoes hak_os_map_reserved: reserved again, with no memory. */
+/* Undoes hak_os_map_reserved: reserved again, with no memory; and where
+ * it was the last memory made in its head or rest, given back with what
+ * follows under a limit. */
 void hak_os_unmap_reserved(void *addr, size_t size);
 /* Held across fork(). */
 void hak_os_reservation_lock(void);

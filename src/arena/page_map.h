@@ -13,7 +13,7 @@
 /* An entry says how free() treats the 2 MiB unit.  For a chunk whose blocks
  * take the level-1 fast route (chunk->route is HAK_ROUTE_FAST) it is the
  * chunk's address, positive; a SuperSlab's has HAK_MAP_SUPERSLAB set as
- * well.  free then finds the page's slab, or its word, from the address
+ * well.  free then finds the page's slab, or its entry, from the address
  * alone (hak_superslab_page_slab, hak_arena_page_info): SuperSlabs and
  * arena chunks are as aligned as they are big, so those loads wait on no
  * load of the map's.  Any other chunk's entry is its address with

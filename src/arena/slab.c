@@ -41,7 +41,7 @@ static struct hak_slab **page_entry(const struct hak_slab *slab, const char *add
     return &chunk->page_slab[((uintptr_t)addr - (uintptr_t)chunk) >> HAK_PAGE_SHIFT];
 }
 
-/* The words for free of the arena chunk's pages that map_carved just
+/* The entries for free of the arena chunk's pages that map_carved just
  * mapped, [from, to) (struct hak_arena_chunk), as their page_slab entries
  * say: the slab's where a carved block starts, none inside a block.  A
  * pointer into a page not carved yet, or inside a block bigger than a page

@@ -65,8 +65,8 @@ static inline uint32_t hak_span_bins_longest(const struct hak_span_bins *bins)
 }
 
 /* Points pages [first, first + count) of span's arena chunk at span, so
- * that a free there, or a neighbour looking for it, finds it; their words
- * for free say they serve no blocks. */
+ * that a free there, or a neighbour looking for it, finds it; their
+ * entries for free say they serve no blocks. */
 static inline void hak_span_map_pages(struct hak_slab *span, uint32_t first, uint32_t count)
 {
     struct hak_arena_chunk *chunk = (struct hak_arena_chunk *)span->chunk;

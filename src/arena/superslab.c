@@ -70,7 +70,8 @@ static bool region_reserved(void)
         size_t table_size =
             (superslabs / HAK_PAGE_SIZE + HAK_SUPERSLAB_SIZE - 1) & ~(HAK_SUPERSLAB_SIZE - 1);
         size_t part_size = table_size + superslabs;
-        void *base = superslabs ? hak_os_reserve(part_size, parts, HAK_SUPERSLAB_SIZE) : NULL;
+        void *base =
+            superslabs ? hak_os_reserve(table_size, part_size, parts, HAK_SUPERSLAB_SIZE) : NULL;
         if (base) {
             hak_superslab_region.part_size = part_size;
             hak_superslab_region.table_size = table_size;
@@ -100,10 +101,12 @@ static struct hak_superslab *map_in_part(char *part, size_t used, unsigned node)
             return NULL;
         }
         hak_numa_bind(table_bytes, HAK_PAGE_SIZE, node);
-        hak_stat_pages_out(HAK_PAGES_SSM, 1, 0);
     }
-    if (setup(ss, node, table_bytes))
+    if (setup(ss, node, table_bytes)) {
+        if (table_page)
+            hak_stat_pages_out(HAK_PAGES_SSM, 1, 0);
         return ss;
+    }
     if (table_page)
         hak_os_unmap_reserved(table_bytes, HAK_PAGE_SIZE);
     hak_os_unmap_reserved(ss, HAK_SUPERSLAB_SIZE);

@@ -16,21 +16,22 @@
  * pointer, where the page map takes two loads and five tests, and with no
  * test of the node: the part is the node's.  The page table holds a byte
  * for each page of the part's SuperSlabs, a copy of the SuperSlab's own
- * page_cls (struct hak_superslab): free reads it at the block's offset in
- * the part, which it has at hand, shifted by the page size, one load where
- * the SuperSlab's copy needs the block's address masked twice first.  Its
- * pages are made memory 8 SuperSlabs' bytes at a time as SuperSlabs are,
- * one page for 16 MiB.  A SuperSlab there is never unmapped: when it leaves
- * the spares (past its decay, or at malloc_trim) its slabs' pages go back
- * to the kernel and it waits for reuse (shared_pool.c), so that every
- * address below a part's used keeps a SuperSlab's header and its bytes in
- * the table.  The region is reserved as big as the machine's memory
- * (hak_os_reserve, which gives what each part never used back under a
- * limit the program sets below what the process has), one part per node
- * the process could allocate from at start-up (hak_numa_node_bound);
- * SuperSlabs beyond a full part, those of a node past the parts, and all
- * of them under an address-space limit or on another route, are mapped
- * one by one.
+ * page_cls (struct hak_superslab): free reads it at the block's offset
+ * from the part's first SuperSlab, which it has at hand, shifted by the
+ * page size, one load where the SuperSlab's copy needs the block's address
+ * masked twice first.  Its pages are made memory 8 SuperSlabs' bytes at a
+ * time as SuperSlabs are, one page for 16 MiB.  A SuperSlab there is never
+ * unmapped: when it leaves the spares (past its decay, or at malloc_trim)
+ * its slabs' pages go back to the kernel and it waits for reuse
+ * (shared_pool.c), so that every address below a part's used keeps a
+ * SuperSlab's header and its bytes in the table.  The region is reserved
+ * as big as the machine's memory, and a 4096th more for the tables
+ * (hak_os_reserve, which gives what of each part's table and SuperSlabs
+ * was never used back under a limit the program sets below what the
+ * process has), one part per node the process could allocate from at
+ * start-up (hak_numa_node_bound); SuperSlabs beyond a full part, those of
+ * a node past the parts, and all of them under an address-space limit or
+ * on another route, are mapped one by one.
  *
  * base, parts, part_size and table_size are set once, under the lock,
  * before any used first grows; a used read with acquire above 0 comes with

@@ -227,7 +227,7 @@ static inline void hak_heap_free_mine(struct hak_thread *self, bool starts, size
 
 /* Whether block lies in a SuperSlab of the thread's node's part of the
  * region, as far as the thread has looked (struct hak_thread); *offset:
- * block's distance from the part's base. */
+ * block's distance from the part's first SuperSlab (region_base). */
 static inline bool hak_heap_region_find(const struct hak_thread *self, const void *block,
                                         uintptr_t *offset)
 {
@@ -237,8 +237,8 @@ static inline bool hak_heap_region_find(const struct hak_thread *self, const voi
 
 /* The free of a block hak_heap_region_find found, whose slab is of the
  * thread's node: no test of the node, and no load of the slab.
- * part_offset: the block's offset in the part, whose page's byte in the
- * part's page table (arena/superslab.h) XOR the thread's page tag is the
+ * part_offset: hak_heap_region_find's, whose page's byte in the part's
+ * page table (arena/superslab.h) XOR the thread's page tag is the
  * class where the thread's heap owns the slab (struct hak_thread); a page
  * of another heap's slab, or where no block of a live slab starts, fails
  * the block-start test, and the slow path sends the block home or names

@@ -250,25 +250,35 @@ static bool none_mapped(const char *start, size_t size)
 
 /* The reservation in parts (the SuperSlab region's, a part per node), in a
  * process that has none (HAKMEM_HARDEN=0: no region): memory is made in
- * each part from its start, never across two; under a limit set below the
- * address space the process has, what of each part was never made memory
- * goes back, the memory made stays, and nothing is made there again, even
- * once the limit is lifted.  hakmem's setrlimit gives them back as the
- * limit comes into force (rlimit.c). */
+ * each part's head (its page table) from the head's start, and in the rest
+ * from the head's end, never across the two nor across two parts; under a
+ * limit set below the address space the process has, what of each head
+ * and each rest was never made memory goes back, memory taken back by
+ * hak_os_unmap_reserved at the end of what was made too, the memory made
+ * stays, and nothing is made there again, even once the limit is lifted.
+ * hakmem's setrlimit gives them back as the limit comes into force
+ * (rlimit.c). */
 static void test_reservation_parts(void)
 {
-    const size_t part = 4 * MIB;
-    char *base = hak_os_reserve(part, 3, 2 * MIB);
+    const size_t head = 2 * MIB, part = 8 * MIB;
+    char *base = hak_os_reserve(head, part, 3, 2 * MIB);
     CHECK(base != NULL && aligned_to(base, 2 * MIB), "no reservation of 3 parts: %p", (void *)base);
     if (!base)
         return;
-    CHECK(hak_os_reserve(part, 1, 2 * MIB) == NULL, "a second reservation");
-    CHECK(hak_os_map_reserved(base, 2 * MIB) && hak_os_map_reserved(base + 2 * part, 2 * MIB),
-          "memory at the start of parts 0 and 2");
-    CHECK(!hak_os_map_reserved(base + 3 * MIB, 2 * MIB), "memory across parts 0 and 1");
+    CHECK(hak_os_reserve(0, part, 1, 2 * MIB) == NULL, "a second reservation");
+    char *rest0 = base + head, *rest2 = base + 2 * part + head;
+    CHECK(hak_os_map_reserved(base, 4096) && hak_os_map_reserved(rest0, 2 * MIB) &&
+              hak_os_map_reserved(rest2, 2 * MIB),
+          "memory at the start of part 0's head and of parts 0 and 2 after theirs");
+    CHECK(!hak_os_map_reserved(base + head - 4096, 8192), "memory across a head and its rest");
+    CHECK(!hak_os_map_reserved(rest0 + 5 * MIB, 2 * MIB), "memory across parts 0 and 1");
     CHECK(!hak_os_map_reserved(base + 3 * part, 2 * MIB), "memory past the last part");
+    /* Made and taken back, as a SuperSlab whose setup failed. */
+    CHECK(hak_os_map_reserved(rest2 + 2 * MIB, 2 * MIB), "memory after part 2's first 2 MiB");
+    hak_os_unmap_reserved(rest2 + 2 * MIB, 2 * MIB);
     base[0] = 1;
-    base[2 * part + 2 * MIB - 1] = 2;
+    rest0[0] = 2;
+    rest2[2 * MIB - 1] = 3;
 
     struct rlimit saved, limit;
     getrlimit(RLIMIT_AS, &saved);
@@ -276,15 +286,16 @@ static void test_reservation_parts(void)
     limit.rlim_cur = unit_address_space() - 4 * MIB;
     if (setrlimit(RLIMIT_AS, &limit) != 0)
         hard_error("setrlimit(RLIMIT_AS): %s", strerror(errno));
-    CHECK(none_mapped(base + 2 * MIB, part - 2 * MIB) && none_mapped(base + part, part) &&
-              none_mapped(base + 2 * part + 2 * MIB, part - 2 * MIB),
-          "a part's unused end is still reserved under the limit");
-    CHECK(all_mapped(base, 2 * MIB) && all_mapped(base + 2 * part, 2 * MIB) && base[0] == 1 &&
-              base[2 * part + 2 * MIB - 1] == 2,
+    CHECK(none_mapped(base + 4096, head - 4096) && none_mapped(rest0 + 2 * MIB, part - 4 * MIB) &&
+              none_mapped(base + part, part) && none_mapped(base + 2 * part, head) &&
+              none_mapped(rest2 + 2 * MIB, part - head - 2 * MIB),
+          "a head's or a rest's unused end is still reserved under the limit");
+    CHECK(all_mapped(base, 4096) && all_mapped(rest0, 2 * MIB) && all_mapped(rest2, 2 * MIB) &&
+              base[0] == 1 && rest0[0] == 2 && rest2[2 * MIB - 1] == 3,
           "memory made in the parts went back with their unused ends");
     CHECK(!hak_os_release_reservation_over_limit(), "the reservation went back twice");
     setrlimit(RLIMIT_AS, &saved);
-    CHECK(!hak_os_map_reserved(base + part, 2 * MIB),
+    CHECK(!hak_os_map_reserved(base + part, 2 * MIB) && !hak_os_map_reserved(base + 4096, 4096),
           "memory made where the reservation went back, once the limit was lifted");
 }
 

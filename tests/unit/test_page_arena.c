@@ -56,9 +56,10 @@ static void check_span(struct hak_slab *span, uint32_t pages)
     if (!span->chunk)
         return;
     char *chunk = chunk_base(span);
-    CHECK(((uintptr_t)chunk & (HAK_ARENA_CHUNK_SIZE - 1)) == 0,
-          "arena chunk %p not as aligned as its 4 MiB (free finds its page words from the address)",
-          (void *)chunk);
+    CHECK(
+        ((uintptr_t)chunk & (HAK_ARENA_CHUNK_SIZE - 1)) == 0,
+        "arena chunk %p not as aligned as its 4 MiB (free finds its page entries from the address)",
+        (void *)chunk);
     CHECK(span->start == chunk + (size_t)span->first_page * HAK_PAGE_SIZE,
           "span start %p is not page %u of its chunk", (void *)span->start, span->first_page);
     CHECK(span->first_page >= HAK_ARENA_HEADER_PAGES &&

@@ -441,9 +441,7 @@ static void test_limit_below_reservation(void)
 {
     struct rlimit saved;
     getrlimit(RLIMIT_AS, &saved);
-    size_t unused = hak_superslab_region.parts *
-                        (hak_superslab_region.part_size - hak_superslab_region.table_size) -
-                    region_used();
+    size_t unused = hak_superslab_region.parts * hak_superslab_region.part_size - region_used();
     size_t before = unit_address_space();
     struct rlimit limit = saved;
     limit.rlim_cur = before + 64 * MiB;
