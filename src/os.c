@@ -181,8 +181,9 @@ void *hak_os_map_aligned(size_t size, size_t align)
 void *hak_os_reserve(size_t head_size, size_t part_size, unsigned parts, size_t align)
 {
     size_t size;
-    if (!part_size || head_size >= part_size || !parts || parts > HAK_MAX_NODES ||
-        __builtin_mul_overflow(part_size, parts, &size) || address_space_limit() != RLIM_INFINITY)
+    if (!part_size || head_size >= part_size || (head_size | part_size) % HAK_PAGE_SIZE || !parts ||
+        parts > HAK_MAX_NODES || __builtin_mul_overflow(part_size, parts, &size) ||
+        address_space_limit() != RLIM_INFINITY)
         return NULL;
     hak_os_reservation_lock();
     char *base = reservation.base ? NULL : map_aligned(size, align, PROT_NONE);

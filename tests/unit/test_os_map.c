@@ -260,7 +260,7 @@ static bool none_mapped(const char *start, size_t size)
  * (rlimit.c). */
 static void test_reservation_parts(void)
 {
-    const size_t head = 2 * MIB, part = 8 * MIB;
+    const size_t head = 2 * MIB, part = 12 * MIB, rest = part - head;
     char *base = hak_os_reserve(head, part, 3, 2 * MIB);
     CHECK(base != NULL && aligned_to(base, 2 * MIB), "no reservation of 3 parts: %p", (void *)base);
     if (!base)
@@ -271,14 +271,20 @@ static void test_reservation_parts(void)
               hak_os_map_reserved(rest2, 2 * MIB),
           "memory at the start of part 0's head and of parts 0 and 2 after theirs");
     CHECK(!hak_os_map_reserved(base + head - 4096, 8192), "memory across a head and its rest");
-    CHECK(!hak_os_map_reserved(rest0 + 5 * MIB, 2 * MIB), "memory across parts 0 and 1");
+    CHECK(!hak_os_map_reserved(rest0 + rest - MIB, 2 * MIB), "memory across parts 0 and 1");
     CHECK(!hak_os_map_reserved(base + 3 * part, 2 * MIB), "memory past the last part");
-    /* Made and taken back, as a SuperSlab whose setup failed. */
-    CHECK(hak_os_map_reserved(rest2 + 2 * MIB, 2 * MIB), "memory after part 2's first 2 MiB");
+    /* Made and taken back, as a SuperSlab whose setup failed: in part 2
+     * the last memory made, in part 0 with memory made after it. */
+    CHECK(hak_os_map_reserved(rest2 + 2 * MIB, 2 * MIB) &&
+              hak_os_map_reserved(rest0 + 2 * MIB, 2 * MIB) &&
+              hak_os_map_reserved(rest0 + 4 * MIB, 2 * MIB),
+          "memory after part 0's and part 2's first 2 MiB");
     hak_os_unmap_reserved(rest2 + 2 * MIB, 2 * MIB);
+    hak_os_unmap_reserved(rest0 + 2 * MIB, 2 * MIB);
     base[0] = 1;
     rest0[0] = 2;
-    rest2[2 * MIB - 1] = 3;
+    rest0[4 * MIB] = 3;
+    rest2[2 * MIB - 1] = 4;
 
     struct rlimit saved, limit;
     getrlimit(RLIMIT_AS, &saved);
@@ -286,16 +292,18 @@ static void test_reservation_parts(void)
     limit.rlim_cur = unit_address_space() - 4 * MIB;
     if (setrlimit(RLIMIT_AS, &limit) != 0)
         hard_error("setrlimit(RLIMIT_AS): %s", strerror(errno));
-    CHECK(none_mapped(base + 4096, head - 4096) && none_mapped(rest0 + 2 * MIB, part - 4 * MIB) &&
+    CHECK(none_mapped(base + 4096, head - 4096) && none_mapped(rest0 + 6 * MIB, rest - 6 * MIB) &&
               none_mapped(base + part, part) && none_mapped(base + 2 * part, head) &&
-              none_mapped(rest2 + 2 * MIB, part - head - 2 * MIB),
+              none_mapped(rest2 + 2 * MIB, rest - 2 * MIB),
           "a head's or a rest's unused end is still reserved under the limit");
-    CHECK(all_mapped(base, 4096) && all_mapped(rest0, 2 * MIB) && all_mapped(rest2, 2 * MIB) &&
-              base[0] == 1 && rest0[0] == 2 && rest2[2 * MIB - 1] == 3,
+    CHECK(all_mapped(base, 4096) && all_mapped(rest0, 2 * MIB) &&
+              all_mapped(rest0 + 4 * MIB, 2 * MIB) && all_mapped(rest2, 2 * MIB) && base[0] == 1 &&
+              rest0[0] == 2 && rest0[4 * MIB] == 3 && rest2[2 * MIB - 1] == 4,
           "memory made in the parts went back with their unused ends");
     CHECK(!hak_os_release_reservation_over_limit(), "the reservation went back twice");
     setrlimit(RLIMIT_AS, &saved);
-    CHECK(!hak_os_map_reserved(base + part, 2 * MIB) && !hak_os_map_reserved(base + 4096, 4096),
+    CHECK(!hak_os_map_reserved(base + part, 2 * MIB) && !hak_os_map_reserved(base + 4096, 4096) &&
+              !hak_os_map_reserved(rest2 + 2 * MIB, 2 * MIB),
           "memory made where the reservation went back, once the limit was lifted");
 }
 
