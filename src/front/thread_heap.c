@@ -105,6 +105,14 @@ static uint32_t collect(struct hak_heap *heap, struct hak_slab *slab)
     return count;
 }
 
+/* The heap's page tag as its slabs keep it, and write into their pages'
+ * bytes (struct hak_slab): the thread's, narrowed from the width free
+ * XORs it at. */
+static uint8_t page_tag_of(const struct hak_heap *heap)
+{
+    return (uint8_t)heap->thread->page_tag;
+}
+
 /* At level 2 the last page of a SuperSlab's slab is its guard, for good
  * (arena/superslab.c); a span gets one more page, guarded while it serves
  * blocks (release_to_backend). */
@@ -113,7 +121,7 @@ static struct hak_slab *fresh_slab(struct hak_heap *heap, unsigned cls)
     if (hak_class_is_small(cls)) {
         struct hak_slab *slab = hak_shared_pool_take(heap->node);
         if (slab)
-            hak_slab_assign(slab, heap, (uint8_t)heap->thread->page_tag, cls, slab->start,
+            hak_slab_assign(slab, heap, page_tag_of(heap), cls, slab->start,
                             HAK_SLAB_SIZE - hak_harden.guard_bytes);
         return slab;
     }
@@ -125,7 +133,7 @@ static struct hak_slab *fresh_slab(struct hak_heap *heap, unsigned cls)
     if (!span)
         return NULL;
     span->kind = hak_class_is_l25(cls) ? HAK_SLAB_L25 : HAK_SLAB_MID;
-    hak_slab_assign(span, heap, (uint8_t)heap->thread->page_tag, cls, span->start, bytes);
+    hak_slab_assign(span, heap, page_tag_of(heap), cls, span->start, bytes);
     if (hak_harden.guard_bytes)
         hak_os_guard(span->start + bytes, hak_harden.guard_bytes);
     return span;
@@ -138,7 +146,7 @@ static struct hak_slab *next_slab(struct hak_heap *heap, unsigned cls)
         return slab;
     slab = hak_abandoned_pop(heap->node, cls);
     if (slab) {
-        hak_slab_adopt(slab, heap, (uint8_t)heap->thread->page_tag);
+        hak_slab_adopt(slab, heap, page_tag_of(heap));
         collect(heap, slab);
     } else {
         slab = fresh_slab(heap, cls);
@@ -1040,7 +1048,7 @@ static bool adopt_abandoned(struct hak_heap *heap, struct hak_slab *slab)
 {
     if (slab->node != heap->node || !hak_abandoned_take(slab))
         return false;
-    hak_slab_adopt(slab, heap, (uint8_t)heap->thread->page_tag);
+    hak_slab_adopt(slab, heap, page_tag_of(heap));
     collect(heap, slab);
     heap->stats[slab->cls].slabs_in++;
     slab->state = HAK_STATE_PARTIAL;
