@@ -21,7 +21,7 @@ enum { ROUNDS = 3, BLOCKS = 60 };
 static uint32_t cached(unsigned cls)
 {
     struct hak_heap *heap = hak_tls.heap;
-    return heap->limit[cls] - hak_tls.room[cls];
+    return (uint32_t)(heap->limit[cls] - hak_heap_room(heap, cls));
 }
 
 static void check_class(size_t size)
