@@ -402,9 +402,6 @@ struct hak_heap {
     uint64_t big_cache_growth[2];
     void *seen_head[HAK_SMALL_CLASSES];
     uint32_t seen_room[HAK_SMALL_CLASSES];
-    /* Each class's allocs[] when its room[] last took in the mallocs
-     * served from the cache (struct hak_thread, hak_heap_room). */
-    uint64_t allocs_in_room[HAK_NUM_CLASSES];
     /* Refills and flushes so far, and each class's mallocs when the caches
      * were last looked over for ones that idle for a decay period. */
     uint32_t slow_events;
@@ -438,16 +435,10 @@ struct hak_heap {
  * (seed 000: a bigger ring in one pool pushed another pool's hot state out
  * of L1 and cost 5%).
  *
- * room: the blocks a class's cache takes before it flushes, but for the
- * mallocs served from the cache since the slow paths last added them in
- * (hak_heap_room): free counts it down and tests it in one instruction,
- * and malloc leaves it alone.  When malloc counted it up, each free's
- * decrement waited on the malloc's increment before it, forwarded through
- * memory, and each malloc's on the free's: a chain of two read-modify-
- * writes a pair (fixed_size: 150M pairs a second then, 172M with free's
- * alone).  free's decrement reaches 0 after as many frees as the cache had
- * room for at the last count, full or not; hak_heap_flush counts again
- * then, and goes back at once where there is room.
+ * room: the blocks a class's cache takes before it flushes, which free
+ * counts down and tests in one instruction; in its own word, as malloc
+ * counts it up in the same width (a narrower store before a wider load of
+ * the same word is not forwarded: a stall on every malloc after a free).
  *
  * malloc compares *cpu_word, which the kernel rewrites whenever it moves the
  * thread to another CPU (rseq), with cpu, what it read there when it last

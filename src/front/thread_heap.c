@@ -468,31 +468,6 @@ static void *cached_list(const struct hak_heap *heap, unsigned cls)
     return hak_list_or_null(heap->thread->head[cls]);
 }
 
-/* room[] of cls takes in the mallocs served from the cache since it last
- * did (struct hak_thread): the blocks the cache takes before it is full. */
-static uint32_t count_room(struct hak_heap *heap, unsigned cls)
-{
-    struct hak_thread *thread = heap->thread;
-    thread->room[cls] += (uint32_t)(thread->allocs[cls] - heap->allocs_in_room[cls]);
-    heap->allocs_in_room[cls] = thread->allocs[cls];
-    return thread->room[cls];
-}
-
-/* The room of a cache whose blocks the caller has just counted. */
-static void set_room(struct hak_heap *heap, unsigned cls, uint32_t room)
-{
-    heap->thread->room[cls] = room;
-    heap->allocs_in_room[cls] = heap->thread->allocs[cls];
-}
-
-/* A malloc served with a block that was not in the cache: counted, with no
- * room made. */
-static void count_alloc_past_cache(struct hak_heap *heap, unsigned cls)
-{
-    heap->thread->allocs[cls]++;
-    heap->allocs_in_room[cls]++;
-}
-
 /* Sets a class's capacity; the blocks cached stay, so room follows. */
 static void set_limit(struct hak_heap *heap, unsigned cls, uint32_t limit)
 {
@@ -500,7 +475,6 @@ static void set_limit(struct hak_heap *heap, unsigned cls, uint32_t limit)
                                               : &heap->big_cache_growth[sparse_checked(cls)];
     *bytes -= (uint64_t)heap->limit[cls] * hak_class_size[cls];
     *bytes += (uint64_t)limit * hak_class_size[cls];
-    count_room(heap, cls);
     heap->thread->room[cls] += limit - heap->limit[cls];
     heap->limit[cls] = limit;
 }
@@ -522,7 +496,7 @@ static void flush_cache(struct hak_heap *heap, unsigned cls)
 {
     void *list = cached_list(heap, cls);
     heap->thread->head[cls] = HAK_LIST_END;
-    set_room(heap, cls, heap->limit[cls]);
+    heap->thread->room[cls] = heap->limit[cls];
     flush_list(heap, list, false);
     if (hak_class_is_small(cls))
         send_foreign(heap, cls, false);
@@ -730,7 +704,7 @@ static struct hak_heap *heap_create(void)
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         heap->cur[cls] = &hak_empty_slab;
         heap->limit[cls] = cache_limit(cls);
-        set_room(heap, cls, heap->limit[cls]);
+        heap->thread->room[cls] = heap->limit[cls];
         heap->batch[cls] = first_batch(heap->limit[cls], cls);
         if (hak_class_is_small(cls))
             heap->small_cache_bytes += (uint64_t)heap->limit[cls] * hak_class_size[cls];
@@ -904,7 +878,7 @@ static void *alloc_checked(struct hak_heap *heap, unsigned cls, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    count_alloc_past_cache(heap, fit);
+    heap->thread->allocs[fit]++;
     struct hak_slab *slab = heap->cur[fit]; /* take_blocks' */
     if (quarantine_pages(slab))
         hak_os_unguard((char *)block + HAK_PAGE_SIZE, slab->block_size - HAK_PAGE_SIZE);
@@ -972,9 +946,8 @@ static void *refill(struct hak_heap *heap, size_t size, unsigned cls)
         return NULL;
     }
     heap->thread->head[cls] = hak_link_next(block);
-    count_room(heap, cls);
     heap->thread->room[cls] -= taken - 1;
-    count_alloc_past_cache(heap, cls);
+    heap->thread->allocs[cls]++;
     hak_block_clear_free_words(block);
     return block;
 }
@@ -1014,7 +987,7 @@ static void *block_of_own_span(struct hak_heap *heap, unsigned cls, bool *fresh)
     hak_slab_arm_notify(slab);
     slab->state = HAK_STATE_FULL;
     list_push(&heap->full[cls], slab);
-    count_alloc_past_cache(heap, cls);
+    heap->thread->allocs[cls]++;
     hak_block_clear_free_words(block);
     return block;
 }
@@ -1133,9 +1106,9 @@ static __attribute__((noreturn, cold)) void refuse_cached(struct hak_slab *slab,
  * slab or of its page's class), and here the rest of check_block's test:
  * not below the slab's start, nor past its carved blocks.  Its link,
  * written just now by the fast path, needs no check. */
-static HAK_NOINLINE void flush_full(struct hak_heap *heap, void *block, unsigned cls,
-                                    struct hak_slab *slab)
+void hak_heap_flush(void *block, size_t cls, struct hak_slab *slab)
 {
+    struct hak_heap *heap = hak_tls.heap;
     slab = given_or_own_slab(slab, block);
     if (HAK_UNLIKELY(!heap->flushed_last[cls] ||
                      atomic_load_explicit(&slab->owner, memory_order_relaxed) != heap)) {
@@ -1146,29 +1119,13 @@ static HAK_NOINLINE void flush_full(struct hak_heap *heap, void *block, unsigned
                      (uintptr_t)(slab->carve - slab->start)))
         refuse_cached(slab, block);
     hak_tls.head[cls] = (void *)hak_link_decode(block);
-    set_room(heap, cls, 1);
+    hak_tls.room[cls] = 1;
     heap->stats[cls].flushes++;
     heap->stats[cls].blocks_held--;
     hak_link_set_or_end(block, slab->free);
     slab->free = block;
     if (HAK_UNLIKELY(--slab->used == 0 || slab->state == HAK_STATE_FULL))
         settle(heap, slab); /* calls only in tail position: no frame */
-}
-
-/* free used up the room it last counted (struct hak_thread): the mallocs
- * since made more, or the cache is full.  A cache within a quarter of its
- * capacity of full flushes as a full one does: a program that frees and
- * mallocs in turn near its cache's capacity would otherwise come here
- * every few frees.  The count alone, which comes every so many frees
- * however empty the cache, takes no frame. */
-void hak_heap_flush(void *block, size_t cls, struct hak_slab *slab)
-{
-    struct hak_heap *heap = hak_tls.heap;
-    uint32_t room = count_room(heap, cls);
-    if (HAK_UNLIKELY(!room))
-        flush_full(heap, block, cls, slab);
-    else if (HAK_UNLIKELY(room < heap->limit[cls] / 4))
-        flush_half(heap, cls);
 }
 
 void hak_heap_flush_plain(void *block, size_t cls, struct hak_slab *slab)
@@ -1227,7 +1184,7 @@ static void flush_half(struct hak_heap *heap, unsigned cls)
     }
     /* Room for the old capacity, then the new: room never passes below 0
      * for hak_heap_usage to read. */
-    set_room(heap, cls, heap->limit[cls] - keep);
+    heap->thread->room[cls] = heap->limit[cls] - keep;
     if (limit != heap->limit[cls])
         set_limit(heap, cls, limit);
     flush_list(heap, list, false);
@@ -1624,7 +1581,8 @@ void hak_heap_usage(struct hak_heap_usage *usage)
              * and room by the same amount: read on either side of a resize,
              * they count that many blocks too few or too many for a moment
              * (a difference below zero counts none). */
-            int64_t held = (int64_t)heap->limit[cls] - hak_heap_room(heap, cls);
+            int64_t held = (int64_t)heap->limit[cls] -
+                           (int64_t)__atomic_load_n(&heap->thread->room[cls], __ATOMIC_RELAXED);
             cached[cls] += held > 0 ? (uint64_t)held : 0;
             /* Other heaps' blocks on their way home: free, as the cache's. */
             if (hak_class_is_small(cls))

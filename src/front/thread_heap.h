@@ -1,14 +1,16 @@
 /* The TLS front end: one heap per thread, and in it one cache of free
- * blocks per class.  malloc pops from the cache, free pushes onto it and
- * counts the cache's room down; an empty cache refills and a full one
- * flushes half, in batches, out of line (thread_heap.c).  A small block whose slab another thread's
- * heap owns stays out of the cache and goes home, with others, from there (struct hak_thread,
- * page_tag).  The fast paths never ask which NUMA node they run on: free knows a small block of the
- * thread's node by its address, in the node's part of the SuperSlab region, and otherwise compares
- * the block's node with the thread's, both already at hand; malloc leaves for the refill when the
- * kernel has moved the thread to another CPU (struct hak_thread), so that the refill sends the
- * caches' blocks home if the CPU is on another node.  free needs no such check: the blocks it
- * caches before the next malloc go home with the others. */
+ * blocks per class.  malloc pops from the cache, free pushes onto it; an
+ * empty cache refills and a full one flushes half, in batches, out of line
+ * (thread_heap.c).  A small block whose slab another thread's heap owns
+ * stays out of the cache and goes home, with others, from there (struct
+ * hak_thread, page_tag).  The fast paths never ask which NUMA node they
+ * run on: free knows a small block of the thread's node by its address, in
+ * the node's part of the SuperSlab region, and otherwise compares the
+ * block's node with the thread's, both already at hand; malloc leaves for
+ * the refill when the kernel has moved the thread to another CPU (struct
+ * hak_thread), so that the refill sends the caches' blocks home if the CPU
+ * is on another node.  free needs no such check: the blocks it caches
+ * before the next malloc go home with the others. */
 #ifndef HAK_THREAD_HEAP_H
 #define HAK_THREAD_HEAP_H
 
@@ -47,8 +49,7 @@ void *hak_heap_refill(size_t size, size_t cls);
  * each was cleared whole, glibc's 278 faults and 2.0 MB).
  * Checked mode (level 2, memcheck) clears every block whole. */
 void *hak_heap_alloc_zeroed(size_t size, size_t cls);
-/* free used up the room of cls it last counted, and the cache may be full
- * (struct hak_thread); its first block, just freed, is slab's and
+/* The cache of cls is full; its first block, just freed, is slab's and
  * starts one of its blocks (hak_heap_free tested it).  The block comes
  * first in these calls, as it comes to free: the fast path then need not
  * move it out of the register that passes it.  Here and in the two calls
@@ -115,8 +116,7 @@ static inline uint32_t hak_slab_block_offset(const struct hak_slab *slab, const 
     return (uint32_t)((uintptr_t)block - (uintptr_t)slab->start);
 }
 
-/* One block more in the cache; true when its room, as last counted, is
- * used up (struct hak_thread): the flush counts again.  On x86-64 one
+/* One block more in the cache; true when it is full.  On x86-64 one
  * subtract from memory, whose zero flag is the answer: from the C, GCC
  * computed the counter's index into a register of its own first (lea),
  * one instruction more in every free. */
@@ -132,7 +132,7 @@ static inline bool hak_heap_count_free(struct hak_thread *self, size_t cls)
 }
 
 /* Takes block, the cache's first, whose link decoded to next (a block or
- * HAK_LIST_END); the count of mallocs makes the room (hak_heap_room). */
+ * HAK_LIST_END). */
 static inline void *hak_heap_take(struct hak_thread *self, size_t cls, void *block, uintptr_t next)
 {
     self->head[cls] = (void *)next;
@@ -140,6 +140,7 @@ static inline void *hak_heap_take(struct hak_thread *self, size_t cls, void *blo
      * while the program works, it waits on no cache miss then. */
     __builtin_prefetch((void *)next);
     hak_block_clear_free_words(block);
+    self->room[cls]++;
 #if defined(__x86_64__)
     /* Added to in memory at its own index: from the C, GCC put the head's
      * address in a register of its own first (lea), for the head's load
@@ -149,19 +150,6 @@ static inline void *hak_heap_take(struct hak_thread *self, size_t cls, void *blo
     self->allocs[cls]++;
 #endif
     return block;
-}
-
-/* The blocks the cache of cls takes before it is full: room[], which
- * free counts down, and the mallocs served from the cache since the slow
- * paths last added them in.  Exact in the owner; another thread's read
- * (hak_heap_usage) may miss the owner's latest steps. */
-static inline int64_t hak_heap_room(const struct hak_heap *heap, size_t cls)
-{
-    const struct hak_thread *thread = heap->thread;
-    /* Both only grow: the later read is the larger. */
-    uint64_t counted = __atomic_load_n(&heap->allocs_in_room[cls], __ATOMIC_RELAXED);
-    uint64_t served = __atomic_load_n(&thread->allocs[cls], __ATOMIC_RELAXED) - counted;
-    return (int64_t)__atomic_load_n(&thread->room[cls], __ATOMIC_RELAXED) + (int64_t)served;
 }
 
 /* The cache's first block, for the slow paths; block is self->head[cls],

@@ -21,7 +21,7 @@ enum { ROUNDS = 3, BLOCKS = 60 };
 static uint32_t cached(unsigned cls)
 {
     struct hak_heap *heap = hak_tls.heap;
-    return (uint32_t)(heap->limit[cls] - hak_heap_room(heap, cls));
+    return heap->limit[cls] - hak_tls.room[cls];
 }
 
 static void check_class(size_t size)
