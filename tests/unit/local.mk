@@ -18,6 +18,7 @@ UNIT_TESTS = \
 	tests/unit/test_remote \
 	tests/unit/test_foreign_free \
 	tests/unit/test_refill \
+	tests/unit/test_cache_room \
 	tests/unit/test_cache_growth \
 	tests/unit/test_decommit \
 	tests/unit/test_cpu_move \
@@ -82,6 +83,10 @@ tests_unit_test_remote_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_remote_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_remote_LDADD = $(UNIT_LDADD)
 
+tests_unit_test_cache_room_SOURCES = tests/unit/test_cache_room.c tests/unit/unit.h
+tests_unit_test_cache_room_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_cache_room_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_cache_room_LDADD = $(UNIT_LDADD)
 tests_unit_test_refill_SOURCES = tests/unit/test_refill.c tests/unit/unit.h
 tests_unit_test_refill_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_refill_CFLAGS = $(UNIT_CFLAGS)
