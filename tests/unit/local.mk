@@ -87,6 +87,7 @@ tests_unit_test_cache_room_SOURCES = tests/unit/test_cache_room.c tests/unit/uni
 tests_unit_test_cache_room_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_cache_room_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_cache_room_LDADD = $(UNIT_LDADD)
+
 tests_unit_test_refill_SOURCES = tests/unit/test_refill.c tests/unit/unit.h
 tests_unit_test_refill_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_refill_CFLAGS = $(UNIT_CFLAGS)
