@@ -116,15 +116,21 @@ static inline void hak_superslab_set_page_byte(struct hak_superslab *ss, size_t 
         __atomic_store_n(&ss->region_page_cls[page], byte, __ATOMIC_RELAXED);
 }
 
+/* The same byte for count of ss's pages from first. */
+static inline void hak_superslab_set_page_bytes(struct hak_superslab *ss, size_t first,
+                                                size_t count, uint8_t byte)
+{
+    for (size_t page = first; page < first + count; page++)
+        hak_superslab_set_page_byte(ss, page, byte);
+}
+
 /* Free's class byte of each of slab's pages (hak_superslab_page_class)
  * says that no block starts there, until the slab carves blocks of a class
  * again (arena/slab.c): a slab taking a class, or going back to the pool. */
 static inline void hak_superslab_clear_page_classes(const struct hak_slab *slab)
 {
-    struct hak_superslab *ss = hak_superslab_of(slab);
-    size_t first = hak_superslab_index(slab) * HAK_SLAB_PAGES;
-    for (size_t page = first; page < first + HAK_SLAB_PAGES; page++)
-        hak_superslab_set_page_byte(ss, page, HAK_NO_SMALL_CLASS);
+    hak_superslab_set_page_bytes(hak_superslab_of(slab), hak_superslab_index(slab) * HAK_SLAB_PAGES,
+                                 HAK_SLAB_PAGES, HAK_NO_SMALL_CLASS);
 }
 
 #endif

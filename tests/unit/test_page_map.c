@@ -295,11 +295,10 @@ static struct hak_slab *fast_slab(uintptr_t entry, const void *ptr)
 
 /* free() takes a Mid or L25 block's class, node and offset in its slab
  * from its page's entry (struct hak_page_info), found from the address
- * alone: a
- * page whose entry is a slab that serves blocks has the slab's, but for
+ * alone: a page whose slab (page_slab) serves blocks has the slab's, but for
  * an L25 block's pages after its first (hak_slab_is_whole_span); every
  * other page (headers, spans, pages not carved yet or inside a block)
- * none.  fast: the page's entry.  False when the page's is wrong. */
+ * none.  fast: the page's slab.  False when the entry is wrong. */
 static bool check_page_info(struct hak_chunk_head *chunk, char *page, const struct hak_slab *fast)
 {
     size_t number = (size_t)(page - (char *)chunk) / HAK_PAGE_SIZE;
