@@ -19,6 +19,8 @@ extern "C" {
 
 void *hak_malloc(size_t size);
 void hak_free(void *ptr);
+void hak_free_sized(void *ptr, size_t size);
+void hak_free_aligned_sized(void *ptr, size_t alignment, size_t size);
 void *hak_calloc(size_t nmemb, size_t size);
 void *hak_realloc(void *ptr, size_t size);
 void *hak_reallocarray(void *ptr, size_t nmemb, size_t size);

@@ -323,6 +323,40 @@ HAK_API void *hak_pvalloc(size_t size)
     return alloc_aligned(HAK_PAGE_SIZE, rounded ? rounded : HAK_PAGE_SIZE);
 }
 
+/* C23's sized frees, which glibc has had since 2.43: a program built
+ * against it calls them, and under hakmem they must be hakmem's, or its
+ * blocks would reach glibc's free.  free needs neither the size nor the
+ * alignment, as it finds a block's class from its address; checked mode,
+ * which knows the size each block was asked with, holds the program to
+ * both, as it holds a sized delete to its size. */
+static HAK_NOINLINE __attribute__((cold)) void free_checked_size(const char *call, void *ptr,
+                                                                 size_t size, size_t alignment)
+{
+    struct hak_chunk_head *chunk = ptr ? owner_of(ptr) : NULL;
+    /* A pointer hakmem does not own is free's to refuse. */
+    if (chunk && (usable_size(chunk, ptr) != size || !is_power_of_two(alignment) ||
+                  (uintptr_t)ptr % alignment))
+        hak_fatal(call, ptr);
+    hak_free(ptr);
+}
+
+HAK_API void hak_free_sized(void *ptr, size_t size)
+{
+    if (HAK_UNLIKELY(hak_harden.checked))
+        free_checked_size("free_sized with a size other than the block's:", ptr, size, 1);
+    else
+        hak_free(ptr);
+}
+
+HAK_API void hak_free_aligned_sized(void *ptr, size_t alignment, size_t size)
+{
+    if (HAK_UNLIKELY(hak_harden.checked))
+        free_checked_size("free_aligned_sized with a size or alignment other than the block's:",
+                          ptr, size, alignment);
+    else
+        hak_free(ptr);
+}
+
 /* All that malloc_usable_size's fast path leaves. */
 static HAK_NOINLINE size_t usable_size_of_any(void *ptr)
 {
@@ -397,6 +431,8 @@ HAK_API int hak_node_of(const void *ptr)
 
 EXPORT_AS(malloc, hak_malloc);
 EXPORT_AS(free, hak_free);
+EXPORT_AS(free_sized, hak_free_sized);
+EXPORT_AS(free_aligned_sized, hak_free_aligned_sized);
 EXPORT_AS(calloc, hak_calloc);
 EXPORT_AS(realloc, hak_realloc);
 EXPORT_AS(reallocarray, hak_reallocarray);

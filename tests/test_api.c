@@ -17,10 +17,17 @@
 #include "hakmem.h"
 #include "harness.h"
 
+/* C23's sized frees, which glibc declares from 2.43 on; hakmem has them
+ * whatever the C library. */
+void free_sized(void *ptr, size_t size);
+void free_aligned_sized(void *ptr, size_t alignment, size_t size);
+
 struct api {
     const char *prefix;
     void *(*malloc)(size_t size);
     void (*free)(void *ptr);
+    void (*free_sized)(void *ptr, size_t size);
+    void (*free_aligned_sized)(void *ptr, size_t alignment, size_t size);
     void *(*calloc)(size_t nmemb, size_t size);
     void *(*realloc)(void *ptr, size_t size);
     void *(*reallocarray)(void *ptr, size_t nmemb, size_t size);
@@ -33,15 +40,15 @@ struct api {
 };
 
 static const struct api hak_twins = {
-    "hak_",       hak_malloc,       hak_free,           hak_calloc,
-    hak_realloc,  hak_reallocarray, hak_posix_memalign, hak_aligned_alloc,
-    hak_memalign, hak_valloc,       hak_pvalloc,        hak_malloc_usable_size,
+    "hak_",       hak_malloc,  hak_free,         hak_free_sized,         hak_free_aligned_sized,
+    hak_calloc,   hak_realloc, hak_reallocarray, hak_posix_memalign,     hak_aligned_alloc,
+    hak_memalign, hak_valloc,  hak_pvalloc,      hak_malloc_usable_size,
 };
 
 static const struct api standard_names = {
-    "",       malloc,       free,           calloc,
-    realloc,  reallocarray, posix_memalign, aligned_alloc,
-    memalign, valloc,       pvalloc,        malloc_usable_size,
+    "",       malloc,  free,         free_sized,         free_aligned_sized,
+    calloc,   realloc, reallocarray, posix_memalign,     aligned_alloc,
+    memalign, valloc,  pvalloc,      malloc_usable_size,
 };
 
 /* One size in each tier and at each tier boundary: small classes (8 B ..
@@ -689,6 +696,80 @@ static void test_usable_size(const struct api *api)
     }
 }
 
+/* Whether HAKMEM_HARDEN=2 or memcheck put hakmem in checked mode, where a
+ * freed block waits out a quarantine before it is handed out again. */
+static int checked_mode(void)
+{
+    const char *level = getenv("HAKMEM_HARDEN");
+    return under_valgrind() || (level != NULL && strcmp(level, "2") == 0);
+}
+
+/* free_sized and free_aligned_sized free every kind of block, given the
+ * size it was asked with (a calloc's product, a realloc's last size) and,
+ * for aligned_alloc's, its alignment: checked mode, which holds the program
+ * to both, finds nothing to refuse in any tier.  A freed small block is the
+ * next of its size outside checked mode, as after free. */
+static void test_sized_frees(const struct api *api)
+{
+    api->free_sized(NULL, 0);
+    api->free_sized(NULL, 100);
+    api->free_aligned_sized(NULL, 0, 0);
+    api->free_aligned_sized(NULL, 64, 100);
+    for (size_t i = 0; i < TIER_COUNT; i++) {
+        size_t size = tier_sizes[i];
+        char *block = api->malloc(opaque_size(size));
+        if (block == NULL) {
+            hard_error("%smalloc(%zu) failed", api->prefix, size);
+        }
+        fill_sample(block, size, i);
+        api->free_sized(block, size);
+
+        block = api->calloc(opaque_size(size), 3);
+        if (block == NULL) {
+            hard_error("%scalloc(%zu, 3) failed", api->prefix, size);
+        }
+        api->free_sized(block, 3 * size);
+
+        block = api->malloc(opaque_size(size));
+        char *resized = block != NULL ? api->realloc(block, opaque_size(size / 2 + 1)) : NULL;
+        if (resized == NULL) {
+            hard_error("%smalloc(%zu) or its realloc to %zu failed", api->prefix, size,
+                       size / 2 + 1);
+        }
+        api->free_sized(resized, size / 2 + 1);
+    }
+    for (size_t alignment = 16; alignment <= 4 * MiB; alignment *= 4) {
+        for (size_t i = 0; i < TIER_COUNT; i++) {
+            size_t size = round_up(tier_sizes[i], alignment);
+            char *block = api->aligned_alloc(opaque_size(alignment), opaque_size(size));
+            if (block == NULL || !is_aligned(block, alignment)) {
+                hard_error("%saligned_alloc(%zu, %zu) returned %p", api->prefix, alignment, size,
+                           block);
+            }
+            block[size - 1] = 1;
+            api->free_aligned_sized(block, alignment, size);
+        }
+    }
+    if (!checked_mode()) {
+        static const size_t small_sizes[] = {16, 100, 1000};
+        for (size_t i = 0; i < sizeof(small_sizes) / sizeof(small_sizes[0]); i++) {
+            size_t size = small_sizes[i];
+            void *block = api->malloc(opaque_size(size));
+            api->free_sized(block, size);
+            void *again = api->aligned_alloc(16, opaque_size(size));
+            CHECK(again == block,
+                  "%sfree_sized(%p, %zu) did not free it: aligned_alloc(16, %zu) gave %p",
+                  api->prefix, block, size, size, again);
+            api->free_aligned_sized(again, 16, size);
+            void *third = api->malloc(opaque_size(size));
+            CHECK(third == block,
+                  "%sfree_aligned_sized(%p, 16, %zu) did not free it: malloc gave %p", api->prefix,
+                  block, size, third);
+            api->free(third);
+        }
+    }
+}
+
 /* Skewed towards small blocks like real programs, with every tier present. */
 static const struct size_tier mixed_sizes[] = {
     {750, 1, 1024},
@@ -769,6 +850,9 @@ static void test_interposition(void)
 
     void *zeroed = calloc(10, 10);
     hak_free(zeroed);
+
+    CHECK(free_sized == hak_free_sized && free_aligned_sized == hak_free_aligned_sized,
+          "free_sized or free_aligned_sized is not hakmem's");
 }
 
 static void test_stats_print(void)
@@ -810,6 +894,7 @@ int main(void)
         test_realloc_tiers(api);
         test_aligned_realloc(api);
         test_usable_size(api);
+        test_sized_frees(api);
         test_neighbours(api);
     }
     return test_result("test_api");

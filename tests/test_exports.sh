@@ -28,7 +28,7 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/test_exports.XXXXXX") || exit 99
 trap 'rm -rf "$work"' EXIT
 
-standard="malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc
+standard="malloc free free_sized free_aligned_sized calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc
 pvalloc malloc_usable_size
 __libc_malloc __libc_free __libc_calloc __libc_realloc __libc_memalign __libc_valloc __libc_pvalloc
 malloc_trim mallinfo mallinfo2 malloc_stats malloc_info mallopt

@@ -28,6 +28,10 @@
 #include "harness.h"
 #include "hakmem.h"
 
+/* C23's sized frees, which glibc declares from 2.43 on. */
+void free_sized(void *ptr, size_t size);
+void free_aligned_sized(void *ptr, size_t alignment, size_t size);
+
 /* Sizes and the classes hakmem serves them from, at levels 1 and 2 alike
  * (level 2 adds 8 bytes of canary record, which these classes hold). */
 #define SMALL_SIZE 120 /* C7: 128 B */
@@ -75,6 +79,27 @@ static void double_free(size_t size)
     free(block);
     tell("addr", block);
     free(fault_ptr(block));
+}
+
+/* A sized free that names another size than the block was asked with
+ * (one byte more, which the block's class holds too). */
+static void free_sized_wrong_size(size_t size)
+{
+    char *block = must_malloc(size);
+    tell("addr", block);
+    free_sized(fault_ptr(block), size + 1);
+}
+
+/* aligned_alloc's block given back with an alignment it lacks: twice its
+ * address's lowest set bit. */
+static void free_aligned_sized_wrong_alignment(size_t size)
+{
+    char *block = aligned_alloc(64, size);
+    if (block == NULL)
+        _exit(EXIT_HARD_ERROR);
+    uintptr_t lacking = ((uintptr_t)block & -(uintptr_t)block) << 1;
+    tell("addr", block);
+    free_aligned_sized(fault_ptr(block), lacking, size);
 }
 
 /* A second block after the first: the first's slab or span may go back to
@@ -685,6 +710,14 @@ static void run_case(const char *name)
         double_free_trimmed_small();
     } else if (!strncmp(name, "double_free_after_another_", 26)) {
         double_free_after_another(strtoul(name + 26, NULL, 10));
+    } else if (!strcmp(name, "free_sized_wrong_size_small")) {
+        free_sized_wrong_size(SMALL_SIZE);
+    } else if (!strcmp(name, "free_sized_wrong_size_l25")) {
+        free_sized_wrong_size(L25_SIZE);
+    } else if (!strcmp(name, "free_sized_wrong_size_large")) {
+        free_sized_wrong_size(LARGE_SIZE);
+    } else if (!strcmp(name, "free_aligned_sized_wrong_alignment")) {
+        free_aligned_sized_wrong_alignment(MID_SIZE);
     } else if (!strcmp(name, "links_plain")) {
         links(1);
     } else if (!strcmp(name, "links_encoded")) {
@@ -773,6 +806,14 @@ static const struct misuse_case cases[] = {
     {"underflow_mid", "2", SIGABRT, "heap overflow past block", "class M8"},
     {"overflow_kept_small", "2", SIGABRT, "heap overflow past block", "class C7"},
     {"overflow_kept_mid", "2", SIGABRT, "heap overflow past block", "class M8"},
+    {"free_sized_wrong_size_small", "2", SIGABRT,
+     "free_sized with a size other than the block's:", NULL},
+    {"free_sized_wrong_size_l25", "2", SIGABRT,
+     "free_sized with a size other than the block's:", NULL},
+    {"free_sized_wrong_size_large", "2", SIGABRT,
+     "free_sized with a size other than the block's:", NULL},
+    {"free_aligned_sized_wrong_alignment", "2", SIGABRT,
+     "free_aligned_sized with a size or alignment other than the block's:", NULL},
     {"write_after_free_l25", "2", SIGSEGV, NULL, NULL},
     {"write_after_free_large", "2", SIGSEGV, NULL, NULL},
     {"guard_small", "2", SIGSEGV, NULL, NULL},

@@ -10,6 +10,8 @@
 
 #define malloc hak_malloc
 #define free hak_free
+#define free_sized hak_free_sized
+#define free_aligned_sized hak_free_aligned_sized
 #define calloc hak_calloc
 #define realloc hak_realloc
 #define reallocarray hak_reallocarray
