@@ -37,9 +37,18 @@ static __thread bool initializing_here __attribute__((tls_model("initial-exec"))
  * Only the nodes in use: every node's state has pages of its own, each one
  * a copy-on-write fault in the parent after each fork and another in the
  * child, for locks no thread can hold (issue 15); the locks themselves
- * share a page (fork_locks.h). */
+ * share a page (fork_locks.h).
+ *
+ * None in a process that never started a second thread: no other thread can
+ * hold one, and the one thread may, when a signal handler forks while it is
+ * inside hakmem, which glibc supports there (its malloc takes no lock then);
+ * taking them would wait on itself for good.  The child carries on with the
+ * locks as the parent had them, the interrupted call with them. */
 static void fork_prepare(void)
 {
+    hak_fork_locks.held = !hak_os_single_threaded();
+    if (!hak_fork_locks.held)
+        return;
     hak_numa_count_lock();
     hak_fork_locks.nodes = hak_numa_node_count();
     hak_heap_registry_lock();
@@ -56,6 +65,8 @@ static void fork_prepare(void)
 
 static void fork_release(void)
 {
+    if (!hak_fork_locks.held)
+        return;
     hak_os_reservation_unlock();
     hak_page_map_unlock();
     hak_superslab_region_unlock();
@@ -69,8 +80,11 @@ static void fork_release(void)
     hak_numa_count_unlock();
 }
 
+/* A parent with one thread has no other threads' heaps to forget. */
 static void fork_child(void)
 {
+    if (!hak_fork_locks.held)
+        return;
     hak_heap_forget_other_threads();
     fork_release();
 }

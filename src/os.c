@@ -1,5 +1,7 @@
 #include "os.h"
 
+#include "config.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -13,6 +15,9 @@
 #include <sys/sysinfo.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
+#if HAVE_DECL___LIBC_SINGLE_THREADED
+#include <sys/single_threaded.h>
+#endif
 #include <time.h>
 #include <unistd.h>
 
@@ -604,6 +609,15 @@ unsigned hak_os_pid(void)
 void hak_os_yield(void)
 {
     sched_yield();
+}
+
+bool hak_os_single_threaded(void)
+{
+#if HAVE_DECL___LIBC_SINGLE_THREADED
+    return __libc_single_threaded;
+#else
+    return false;
+#endif
 }
 
 uint64_t hak_os_now_ms(void)

@@ -132,6 +132,9 @@ int hak_os_keep_fd(int fd);
  * -1 on failure. */
 int hak_os_open_append(const char *path);
 void hak_os_close(int fd);
+/* Whether the process has never started a second thread (false where the
+ * C library does not say). */
+bool hak_os_single_threaded(void);
 uint64_t hak_os_now_ms(void);
 /* Whether age_ms or more passed from then until now: false when then is the
  * later (read under a lock that now was read before), and for an age that
