@@ -10,6 +10,8 @@
 /* Anonymous read-write memory aligned to align (a power of two, at least a
  * page), or NULL with errno ENOMEM. */
 void *hak_os_map_aligned(size_t size, size_t align);
+/* Leaves errno as it was; where the kernel refuses (a split past
+ * vm.max_map_count), the range stays mapped and its pages go back. */
 void hak_os_unmap(void *addr, size_t size);
 /* Address space alone, parts of part_size bytes side by side (at most
  * HAK_MAX_NODES), aligned to align, for hak_os_map_reserved to make memory

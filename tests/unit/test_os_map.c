@@ -307,6 +307,69 @@ static void test_reservation_parts(void)
           "memory made where the reservation went back, once the limit was lifted");
 }
 
+/* The mappings a process may have (vm.max_map_count), or 0 when unknown or
+ * so many that filling them would take long. */
+static long map_count_limit(void)
+{
+    char text[32] = "";
+    FILE *file = fopen("/proc/sys/vm/max_map_count", "r");
+    if (file) {
+        if (!fgets(text, sizeof(text), file))
+            text[0] = 0;
+        fclose(file);
+    }
+    long limit = atol(text);
+    return limit > 0 && limit <= 262144 ? limit : 0;
+}
+
+/* An unmap of a page inside a mapping, which would split it, where the
+ * process has all the mappings it may: the kernel refuses it, and
+ * hak_os_unmap leaves errno as it was (free() must) and gives the page back
+ * all the same, so that it reads as zeros.  The mappings are used up by
+ * pages of a region made PROT_READ one in two, each a mapping of its own,
+ * and the region's last page at the end; nothing in between may allocate,
+ * since a new mapping would fail too. */
+static void test_unmap_refused(void)
+{
+    long limit = map_count_limit();
+    if (!limit) {
+        printf("test_os_map: vm.max_map_count unknown or over 262144: no refused unmap\n");
+        return;
+    }
+    const size_t page = 4096, pages = 2 * (size_t)limit + 16;
+    char *target = unit_map(3 * page);
+    memset(target, 0x5a, 3 * page);
+    char *filler = mmap(NULL, pages * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (filler == MAP_FAILED)
+        hard_error("mmap of %zu pages: %s", pages, strerror(errno));
+    size_t protected = 0;
+    while (2 * protected < pages - 2 &&
+           mprotect(filler + 2 * protected * page, page, PROT_READ) == 0)
+    protected++;
+    bool filled = errno == ENOMEM;
+    /* Each page above split the region's rest in three; its last page
+     * splits it in two, one mapping more. */
+    mprotect(filler + (pages - 1) * page, page, PROT_READ);
+
+    errno = 1789;
+    hak_os_unmap(target + page, page);
+    int unmap_errno = errno;
+    unsigned char resident;
+    bool still_mapped = mincore(target + page, page, &resident) == 0;
+    bool zeroed = still_mapped && target[page] == 0 && target[2 * page - 1] == 0;
+    bool neighbours_kept = target[0] == 0x5a && target[3 * page - 1] == 0x5a;
+
+    munmap(filler, pages * page);
+    CHECK(filled, "the filler mappings stopped before the limit: %s", strerror(errno));
+    CHECK(unmap_errno == 1789, "hak_os_unmap changed errno to %d (%s)", unmap_errno,
+          strerror(unmap_errno));
+    CHECK(still_mapped, "the kernel unmapped a page that splits a mapping at the limit: "
+                        "the test did not reach it");
+    CHECK(zeroed, "a page the kernel would not unmap kept its contents");
+    CHECK(neighbours_kept, "the pages around the refused unmap lost their contents");
+    munmap(target, 3 * page);
+}
+
 int main(int argc, char **argv)
 {
     unit_watchdog();
@@ -321,6 +384,7 @@ int main(int argc, char **argv)
     test_hinted_range_taken();
     test_other_shapes();
     test_moves_keep_destination();
+    test_unmap_refused();
     int result = test_result("test_os_map");
     /* Where hakmem reserves nothing itself, and where nothing is reserved
      * at all: under an address-space limit. */
