@@ -43,12 +43,20 @@ static __thread bool initializing_here __attribute__((tls_model("initial-exec"))
  * hold one, and the one thread may, when a signal handler forks while it is
  * inside hakmem, which glibc supports there (its malloc takes no lock then);
  * taking them would wait on itself for good.  The child carries on with the
- * locks as the parent had them, the interrupted call with them. */
+ * locks as the parent had them, the interrupted call with them.
+ *
+ * The C library's lock on its list of streams comes first, as glibc takes
+ * it before its own malloc's locks: fork takes it after the handlers, and
+ * a thread that flushes every stream holds it while it waits on a stream
+ * whose holder is inside malloc (getline growing its buffer), so fork
+ * holding hakmem's locks by then waited on that thread, and it on fork
+ * (glibc's tst-malloc-fork-deadlock, which hung every time). */
 static void fork_prepare(void)
 {
     hak_fork_locks.held = !hak_os_single_threaded();
     if (!hak_fork_locks.held)
         return;
+    hak_os_stdio_list_lock();
     hak_numa_count_lock();
     hak_fork_locks.nodes = hak_numa_node_count();
     hak_heap_registry_lock();
@@ -63,10 +71,8 @@ static void fork_prepare(void)
     hak_os_reservation_lock();
 }
 
-static void fork_release(void)
+static void release_locks(void)
 {
-    if (!hak_fork_locks.held)
-        return;
     hak_os_reservation_unlock();
     hak_page_map_unlock();
     hak_superslab_region_unlock();
@@ -80,13 +86,24 @@ static void fork_release(void)
     hak_numa_count_unlock();
 }
 
-/* A parent with one thread has no other threads' heaps to forget. */
+static void fork_parent(void)
+{
+    if (!hak_fork_locks.held)
+        return;
+    release_locks();
+    hak_os_stdio_list_unlock();
+}
+
+/* A parent with one thread has no other threads' heaps to forget.  The
+ * child's one thread owns the stream list's lock: free, as glibc leaves it
+ * there. */
 static void fork_child(void)
 {
     if (!hak_fork_locks.held)
         return;
     hak_heap_forget_other_threads();
-    fork_release();
+    release_locks();
+    hak_os_stdio_list_reset();
 }
 
 static void init_once(void)
@@ -101,7 +118,7 @@ static void init_once(void)
     if (!hak_heap_setup())
         hak_fatal("cannot create the thread-exit key", NULL);
     /* May allocate: the nested call sees initializing_here and goes on. */
-    pthread_atfork(fork_prepare, fork_release, fork_child);
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 void hak_init(void)

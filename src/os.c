@@ -626,6 +626,35 @@ bool hak_os_single_threaded(void)
 #endif
 }
 
+#if HAVE__IO_LIST_LOCK
+/* glibc's, exported since 2.2.5 (the lock is recursive), though no
+ * installed header declares them any more. */
+void _IO_list_lock(void);
+void _IO_list_unlock(void);
+void _IO_list_resetlock(void);
+
+void hak_os_stdio_list_lock(void)
+{
+    _IO_list_lock();
+}
+
+void hak_os_stdio_list_unlock(void)
+{
+    _IO_list_unlock();
+}
+
+void hak_os_stdio_list_reset(void)
+{
+    _IO_list_resetlock();
+}
+#else
+void hak_os_stdio_list_lock(void) {}
+
+void hak_os_stdio_list_unlock(void) {}
+
+void hak_os_stdio_list_reset(void) {}
+#endif
+
 uint64_t hak_os_now_ms(void)
 {
     struct timespec ts;

@@ -137,6 +137,14 @@ void hak_os_close(int fd);
 /* Whether the process has never started a second thread (false where the
  * C library does not say). */
 bool hak_os_single_threaded(void);
+/* The C library's lock on its list of streams (glibc's, where there is
+ * one), which fork() takes after the fork handlers have run, and which a
+ * thread flushing every stream holds while it waits on each one's lock:
+ * taken, given back in the parent, made free in the child (the only
+ * thread there). */
+void hak_os_stdio_list_lock(void);
+void hak_os_stdio_list_unlock(void);
+void hak_os_stdio_list_reset(void);
 uint64_t hak_os_now_ms(void);
 /* Whether age_ms or more passed from then until now: false when then is the
  * later (read under a lock that now was read before), and for an age that

@@ -11,6 +11,7 @@ hakmem_c_tests = \
 	tests/test_thread_churn \
 	tests/test_fork \
 	tests/test_fork_in_handler \
+	tests/test_fork_stdio \
 	tests/test_oom \
 	tests/test_release \
 	tests/test_page_telemetry \
@@ -83,6 +84,11 @@ tests_test_fork_in_handler_SOURCES = tests/test_fork_in_handler.c tests/harness.
 tests_test_fork_in_handler_CFLAGS = $(hakmem_test_cflags)
 tests_test_fork_in_handler_LDFLAGS = $(hakmem_test_ldflags)
 tests_test_fork_in_handler_LDADD = src/libhakmem.la
+
+tests_test_fork_stdio_SOURCES = tests/test_fork_stdio.c tests/harness.h
+tests_test_fork_stdio_CFLAGS = $(hakmem_test_cflags)
+tests_test_fork_stdio_LDFLAGS = $(hakmem_test_ldflags)
+tests_test_fork_stdio_LDADD = src/libhakmem.la
 
 tests_test_oom_SOURCES = tests/test_oom.c tests/harness.h
 tests_test_oom_CFLAGS = $(hakmem_test_cflags)
