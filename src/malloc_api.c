@@ -60,12 +60,24 @@ static HAK_NOINLINE void *alloc_large(size_t size, size_t align, bool zeroed)
     return hak_large_alloc(size, align, hak_tls.heap->node, zeroed);
 }
 
+/* Memory the page map gives a chunk whose head holds no kind or route of
+ * one: a program's write far outside its blocks, or its own mapping over
+ * the head, put something else there.  Out of line: the callers' frames
+ * stay as they were. */
+static HAK_NOIPA __attribute__((cold)) void refuse_overwritten_head(const void *ptr)
+{
+    hak_fatal("pointer into a chunk whose head was overwritten:", ptr);
+}
+
 /* The chunk that owns ptr, or NULL for memory hakmem does not own. */
 static struct hak_chunk_head *owner_of(const void *ptr)
 {
     struct hak_chunk_head *chunk = hak_page_map_lookup(ptr);
-    if (chunk && chunk->kind == HAK_CHUNK_LARGE &&
-        !hak_large_contains((struct hak_large *)chunk, ptr))
+    if (!chunk)
+        return NULL;
+    if (chunk->kind - HAK_CHUNK_SUPERSLAB > HAK_CHUNK_LARGE - HAK_CHUNK_SUPERSLAB)
+        refuse_overwritten_head(ptr);
+    if (chunk->kind == HAK_CHUNK_LARGE && !hak_large_contains((struct hak_large *)chunk, ptr))
         return NULL;
     return chunk;
 }
@@ -134,8 +146,10 @@ static inline void free_routed(struct hak_chunk_head *chunk, void *ptr)
         }
     } else if (route == HAK_ROUTE_LARGE)
         hak_large_free((struct hak_large *)chunk, ptr);
-    else
+    else if (HAK_LIKELY(route == HAK_ROUTE_CHECKED))
         hak_heap_free_checked(hak_chunk_slab(chunk, ptr), ptr);
+    else
+        refuse_overwritten_head(ptr);
 }
 
 /* No pointer reaches free or realloc from before hakmem was in place: the

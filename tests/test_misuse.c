@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,6 +80,26 @@ static void double_free(size_t size)
     free(block);
     tell("addr", block);
     free(fault_ptr(block));
+}
+
+/* A large block's head, in the page below it, replaced by a fresh page, as
+ * a program's own mmap(MAP_FIXED) over it does (glibc's tst-free-errno
+ * does, where its own head sits inside the block's first page): a free,
+ * a realloc or a malloc_usable_size of the block names the fault, where
+ * it crashed. */
+static void large_head_overwritten(const char *call)
+{
+    char *block = must_malloc(LARGE_SIZE);
+    if (mmap(block - PAGE_SIZE_4K, PAGE_SIZE_4K, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+        _exit(EXIT_HARD_ERROR);
+    tell("addr", block);
+    if (!strcmp(call, "free"))
+        free(fault_ptr(block));
+    else if (!strcmp(call, "realloc"))
+        block = realloc(fault_ptr(block), 2 * LARGE_SIZE);
+    else
+        tell("usable", (void *)malloc_usable_size(fault_ptr(block)));
 }
 
 /* A sized free that names another size than the block was asked with
@@ -710,6 +731,8 @@ static void run_case(const char *name)
         double_free_trimmed_small();
     } else if (!strncmp(name, "double_free_after_another_", 26)) {
         double_free_after_another(strtoul(name + 26, NULL, 10));
+    } else if (!strncmp(name, "large_head_overwritten_", 23)) {
+        large_head_overwritten(name + 23);
     } else if (!strcmp(name, "free_sized_wrong_size_small")) {
         free_sized_wrong_size(SMALL_SIZE);
     } else if (!strcmp(name, "free_sized_wrong_size_l25")) {
@@ -806,6 +829,14 @@ static const struct misuse_case cases[] = {
     {"underflow_mid", "2", SIGABRT, "heap overflow past block", "class M8"},
     {"overflow_kept_small", "2", SIGABRT, "heap overflow past block", "class C7"},
     {"overflow_kept_mid", "2", SIGABRT, "heap overflow past block", "class M8"},
+    {"large_head_overwritten_free", "1", SIGABRT,
+     "pointer into a chunk whose head was overwritten:", NULL},
+    {"large_head_overwritten_free", "2", SIGABRT,
+     "pointer into a chunk whose head was overwritten:", NULL},
+    {"large_head_overwritten_realloc", "1", SIGABRT,
+     "pointer into a chunk whose head was overwritten:", NULL},
+    {"large_head_overwritten_usable", "1", SIGABRT,
+     "pointer into a chunk whose head was overwritten:", NULL},
     {"free_sized_wrong_size_small", "2", SIGABRT,
      "free_sized with a size other than the block's:", NULL},
     {"free_sized_wrong_size_l25", "2", SIGABRT,
