@@ -24,7 +24,9 @@ struct hak_fork_locks {
     /* The nodes whose locks fork holds, written as it takes them, and
      * whether it took any: here, on the page fork writes anyway. */
     unsigned nodes;
-    bool held;
+    /* Written by every fork's prepare handler, the same answer in all,
+     * which a C library may run for two forks at once. */
+    _Atomic bool held;
     struct hak_lock numa_count, heap_registry, abandoned, meta, superslab_region, page_map,
         os_reservation;
     struct hak_node_locks node[HAK_MAX_NODES];

@@ -53,8 +53,9 @@ static __thread bool initializing_here __attribute__((tls_model("initial-exec"))
  * (glibc's tst-malloc-fork-deadlock, which hung every time). */
 static void fork_prepare(void)
 {
-    hak_fork_locks.held = !hak_os_single_threaded();
-    if (!hak_fork_locks.held)
+    bool held = !hak_os_single_threaded();
+    atomic_store_explicit(&hak_fork_locks.held, held, memory_order_relaxed);
+    if (!held)
         return;
     hak_os_stdio_list_lock();
     hak_numa_count_lock();
@@ -86,20 +87,26 @@ static void release_locks(void)
     hak_numa_count_unlock();
 }
 
+static bool fork_held_locks(void)
+{
+    return atomic_load_explicit(&hak_fork_locks.held, memory_order_relaxed);
+}
+
 static void fork_parent(void)
 {
-    if (!hak_fork_locks.held)
+    if (!fork_held_locks())
         return;
     release_locks();
     hak_os_stdio_list_unlock();
 }
 
-/* A parent with one thread has no other threads' heaps to forget.  The
- * child's one thread owns the stream list's lock: free, as glibc leaves it
- * there. */
+/* A parent with one thread has no other threads' heaps to forget.  glibc
+ * has made the stream list's lock free in the child already; made free
+ * again, it is free whatever the C library did with the hold this
+ * process's prepare handler took. */
 static void fork_child(void)
 {
-    if (!hak_fork_locks.held)
+    if (!fork_held_locks())
         return;
     hak_heap_forget_other_threads();
     release_locks();

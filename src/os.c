@@ -282,10 +282,14 @@ void hak_os_unmap(void *addr, size_t size)
     int saved = errno; /* free() leaves errno alone */
     /* Unmapping part of a mapping splits it, which the kernel refuses where
      * the process has vm.max_map_count mappings: the range stays mapped,
-     * out of hakmem's hands, and its pages at least go back. */
-    if (munmap(addr, size) != 0)
+     * out of hakmem's hands (and no unmapped bytes to count, no hint past
+     * it), and its pages at least go back. */
+    bool unmapped = munmap(addr, size) == 0;
+    if (!unmapped)
         madvise(addr, size, MADV_DONTNEED);
     errno = saved;
+    if (!unmapped)
+        return;
     hak_stat_add(HAK_STAT_UNMAPPED_BYTES, size);
     uintptr_t end = (uintptr_t)addr + size;
     if (size >= HAK_CHUNK_SIZE && end > atomic_load_explicit(&aligned_hint, memory_order_relaxed))

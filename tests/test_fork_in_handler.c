@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "harness.h"
 
 #define SLOTS 512
@@ -122,6 +123,10 @@ static int allocation_loop(void)
 
 int main(void)
 {
+#if !HAVE_DECL___LIBC_SINGLE_THREADED
+    printf("SKIP: the C library does not say whether the process is single-threaded\n");
+    return EXIT_SKIP;
+#endif
     pid_t pid = fork_fault_child(CHILD_TIMEOUT_SECONDS);
     if (pid == 0) {
         _exit(allocation_loop());

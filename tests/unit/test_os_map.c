@@ -342,11 +342,11 @@ static void test_unmap_refused(void)
     char *filler = mmap(NULL, pages * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (filler == MAP_FAILED)
         hard_error("mmap of %zu pages: %s", pages, strerror(errno));
-    size_t protected = 0;
-    while (2 * protected < pages - 2 &&
-           mprotect(filler + 2 * protected * page, page, PROT_READ) == 0)
-    protected++;
-    bool filled = errno == ENOMEM;
+    size_t read_only_pages = 0;
+    while (2 * read_only_pages < pages - 2 &&
+           mprotect(filler + 2 * read_only_pages * page, page, PROT_READ) == 0)
+        read_only_pages++;
+    int fill_errno = errno;
     /* Each page above split the region's rest in three; its last page
      * splits it in two, one mapping more. */
     mprotect(filler + (pages - 1) * page, page, PROT_READ);
@@ -360,7 +360,8 @@ static void test_unmap_refused(void)
     bool neighbours_kept = target[0] == 0x5a && target[3 * page - 1] == 0x5a;
 
     munmap(filler, pages * page);
-    CHECK(filled, "the filler mappings stopped before the limit: %s", strerror(errno));
+    CHECK(fill_errno == ENOMEM, "the filler mappings stopped before the limit: %s",
+          strerror(fill_errno));
     CHECK(unmap_errno == 1789, "hak_os_unmap changed errno to %d (%s)", unmap_errno,
           strerror(unmap_errno));
     CHECK(still_mapped, "the kernel unmapped a page that splits a mapping at the limit: "
