@@ -41,13 +41,22 @@
  * on the lock).  Any thread updates it; a stale hint only costs a try. */
 static _Atomic uintptr_t aligned_hint HAK_START_UP;
 
+/* Writable memory is mapped for the kernel to account (no MAP_NORESERVE):
+ * under its default overcommit policy it then refuses one mapping bigger
+ * than memory and swap, so that malloc of such a size fails with ENOMEM as
+ * glibc's does, where it succeeded, paid a page-map entry per 2 MiB
+ * (malloc(16 TiB): 35 ms and 64 MB) and left the program to the OOM killer
+ * at its first touch past memory.  MAP_NORESERVE changed nothing else:
+ * strict accounting (vm.overcommit_memory=2) ignores it, and PROT_NONE
+ * reservations are not accounted. */
+#define MAP_FLAGS (MAP_PRIVATE | MAP_ANONYMOUS)
+
 /* A mapping of size at addr, or NULL when that range is not free (errno
  * EEXIST); kernels before 4.17 take the flag for a hint, and a mapping
  * elsewhere is the same refusal. */
 static void *map_exactly_at(uintptr_t addr, size_t size, int prot)
 {
-    void *got = mmap((void *)addr, size, prot,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    void *got = mmap((void *)addr, size, prot, MAP_FLAGS | MAP_FIXED_NOREPLACE, -1, 0);
     if (got == MAP_FAILED)
         return NULL;
     if ((uintptr_t)got != addr) {
@@ -76,7 +85,14 @@ static void *map_aligned(size_t size, size_t align, int prot)
         errno = ENOMEM;
         return NULL;
     }
-    char *raw = mmap(NULL, span, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    char *raw = mmap(NULL, span, prot, MAP_FLAGS, -1, 0);
+    /* The kernel accounts the whole span, and may refuse it where it would
+     * not what is kept (64 bytes aligned to 16 GiB map 32 GiB on the way):
+     * then mapped inaccessible, which it does not account, and what is kept
+     * made writable after, which it accounts. */
+    bool protect_kept = raw == MAP_FAILED && prot != PROT_NONE && span != size;
+    if (protect_kept)
+        raw = mmap(NULL, span, PROT_NONE, MAP_FLAGS, -1, 0);
     if (raw == MAP_FAILED) {
         errno = ENOMEM;
         return NULL;
@@ -88,6 +104,11 @@ static void *map_aligned(size_t size, size_t align, int prot)
         munmap(raw, head);
     if (tail)
         munmap((char *)start + size, tail);
+    if (protect_kept && mprotect((void *)start, size, prot) != 0) {
+        munmap((void *)start, size);
+        errno = ENOMEM;
+        return NULL;
+    }
     if (align > HAK_PAGE_SIZE)
         atomic_store_explicit(&aligned_hint, start, memory_order_relaxed);
     return (void *)start;

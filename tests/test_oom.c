@@ -9,11 +9,13 @@
 #include <errno.h>
 #include <malloc.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/sysinfo.h>
 #include <sys/wait.h>
 
 #include "harness.h"
@@ -44,8 +46,9 @@ static void test_impossible_sizes(void)
     }
 
     /* 1 TiB exceeds this machine's memory; whether the kernel grants the
-     * address space depends on its overcommit policy and on MAP_NORESERVE,
-     * so either answer is right as long as it is a consistent one. */
+     * address space depends on its overcommit policy (test_beyond_memory
+     * has the default one), so either answer is right as long as it is a
+     * consistent one. */
     size_t tebibyte = opaque_size((size_t)1 << 40);
     errno = 0;
     unsigned char *huge = malloc(tebibyte);
@@ -65,6 +68,42 @@ static void test_impossible_sizes(void)
     void *after = malloc(MiB);
     CHECK(after != NULL, "malloc(1 MiB) failed after impossible requests");
     free(after);
+}
+
+/* The kernel's overcommit policy (vm.overcommit_memory), or -1. */
+static int overcommit_policy(void)
+{
+    FILE *file = fopen("/proc/sys/vm/overcommit_memory", "r");
+    int policy = -1;
+    if (file) {
+        if (fscanf(file, "%d", &policy) != 1)
+            policy = -1;
+        fclose(file);
+    }
+    return policy;
+}
+
+/* Under the kernel's default policy (0) a request for more than memory and
+ * swap together fails with ENOMEM, as glibc's malloc has it, where hakmem
+ * mapped it unaccounted (MAP_NORESERVE), paid a page-map entry per 2 MiB
+ * and left the program to the OOM killer at its first touch past memory.
+ * (test_os_map has a mapping cut from a span that big, which succeeds.) */
+static void test_beyond_memory(void)
+{
+    struct sysinfo info;
+    if (overcommit_policy() != 0 || sysinfo(&info) != 0) {
+        printf("vm.overcommit_memory is not 0: no request beyond memory\n");
+        return;
+    }
+    size_t backed = ((size_t)info.totalram + info.totalswap) * info.mem_unit;
+    size_t beyond = opaque_size(2 * backed);
+    errno = 0;
+    void *block = malloc(beyond);
+    int error = errno;
+    CHECK(block == NULL && error == ENOMEM,
+          "malloc(%zu GiB), twice memory and swap: %p, errno %d (%s), expected NULL and ENOMEM",
+          beyond >> 30, block, error, strerror(error));
+    free(block);
 }
 
 /* Allocates blocks of `size` until one fails; returns the chain.  The
@@ -246,6 +285,7 @@ int main(void)
     struct rlimit limit;
 
     test_impossible_sizes();
+    test_beyond_memory();
 
     if (under_valgrind()) {
         printf("under valgrind: the address-space limit part is skipped\n");

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "os.h"
@@ -307,6 +308,55 @@ static void test_reservation_parts(void)
           "memory made where the reservation went back, once the limit was lifted");
 }
 
+/* Under the kernel's default overcommit policy (vm.overcommit_memory 0), a
+ * mapping is refused only when what it keeps is more than memory and swap:
+ * one cut to its alignment from a span bigger than that (its size plus the
+ * alignment) is made all the same, the next hinted range being taken so
+ * that the cut is what makes it.  Memory and swap themselves are refused
+ * twice over.  Nothing here is written, so nothing is committed. */
+static void test_cut_accounts_what_it_keeps(void)
+{
+    FILE *file = fopen("/proc/sys/vm/overcommit_memory", "r");
+    int policy = -1;
+    if (file) {
+        if (fscanf(file, "%d", &policy) != 1)
+            policy = -1;
+        fclose(file);
+    }
+    struct sysinfo info;
+    if (policy != 0 || sysinfo(&info) != 0) {
+        printf("test_os_map: vm.overcommit_memory is not 0: no mapping cut past memory\n");
+        return;
+    }
+    size_t backed = ((size_t)info.totalram + info.totalswap) * info.mem_unit;
+    size_t align = (size_t)1 << (63 - __builtin_clzl(backed - MIB));
+    size_t size = (backed - align + 64 * MIB) & ~(2 * MIB - 1);
+    CHECK(hak_os_map_aligned(2 * backed, 2 * MIB) == NULL,
+          "a mapping of twice memory and swap (%zu MiB) was made", 2 * backed / MIB);
+    char *first = hak_os_map_aligned(size, align);
+    CHECK(first != NULL && aligned_to(first, align), "no mapping of %zu MiB aligned to %zu MiB",
+          size / MIB, align / MIB);
+    if (!first)
+        return;
+    char *hinted = (char *)(((uintptr_t)first - size) & ~(uintptr_t)(align - 1));
+    char *taken = mmap(hinted, size, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (taken != MAP_FAILED && taken != hinted) {
+        munmap(taken, size);
+        taken = MAP_FAILED;
+    }
+    char *second = hak_os_map_aligned(size, align);
+    CHECK(second != NULL && aligned_to(second, align),
+          "no mapping of %zu MiB aligned to %zu MiB cut from %zu MiB, more than memory and "
+          "swap (%zu MiB)",
+          size / MIB, align / MIB, (size + align) / MIB, backed / MIB);
+    if (second)
+        hak_os_unmap(second, size);
+    if (taken != MAP_FAILED)
+        munmap(taken, size);
+    hak_os_unmap(first, size);
+}
+
 /* The mappings a process may have (vm.max_map_count), or 0 when unknown or
  * so many that filling them would take long. */
 static long map_count_limit(void)
@@ -386,6 +436,7 @@ int main(int argc, char **argv)
     test_other_shapes();
     test_moves_keep_destination();
     test_unmap_refused();
+    test_cut_accounts_what_it_keeps();
     int result = test_result("test_os_map");
     /* Where hakmem reserves nothing itself, and where nothing is reserved
      * at all: under an address-space limit. */
