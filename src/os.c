@@ -85,6 +85,7 @@ static void *map_aligned(size_t size, size_t align, int prot)
         errno = ENOMEM;
         return NULL;
     }
+    int saved = errno; /* a refusal retried below is no error of the caller's */
     char *raw = mmap(NULL, span, prot, MAP_FLAGS, -1, 0);
     /* The kernel accounts the whole span, and may refuse it where it would
      * not what is kept (64 bytes aligned to 16 GiB map 32 GiB on the way):
@@ -109,6 +110,7 @@ static void *map_aligned(size_t size, size_t align, int prot)
         errno = ENOMEM;
         return NULL;
     }
+    errno = saved;
     if (align > HAK_PAGE_SIZE)
         atomic_store_explicit(&aligned_hint, start, memory_order_relaxed);
     return (void *)start;
