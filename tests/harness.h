@@ -258,6 +258,19 @@ static inline size_t vsz_bytes(void)
     return statm_bytes(0);
 }
 
+/* The kernel's overcommit policy (vm.overcommit_memory), or -1. */
+static inline int overcommit_policy(void)
+{
+    FILE *file = fopen("/proc/sys/vm/overcommit_memory", "r");
+    int policy = -1;
+    if (file) {
+        if (fscanf(file, "%d", &policy) != 1)
+            policy = -1;
+        fclose(file);
+    }
+    return policy;
+}
+
 /* Whether the kernel backs all anonymous memory with huge pages, where a
  * write faults in 2 MiB at once. */
 static inline int thp_always(void)

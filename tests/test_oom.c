@@ -70,19 +70,6 @@ static void test_impossible_sizes(void)
     free(after);
 }
 
-/* The kernel's overcommit policy (vm.overcommit_memory), or -1. */
-static int overcommit_policy(void)
-{
-    FILE *file = fopen("/proc/sys/vm/overcommit_memory", "r");
-    int policy = -1;
-    if (file) {
-        if (fscanf(file, "%d", &policy) != 1)
-            policy = -1;
-        fclose(file);
-    }
-    return policy;
-}
-
 /* Under the kernel's default policy (0) a request for more than memory and
  * swap together fails with ENOMEM, as glibc's malloc has it, where hakmem
  * mapped it unaccounted (MAP_NORESERVE), paid a page-map entry per 2 MiB

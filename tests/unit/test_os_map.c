@@ -316,15 +316,8 @@ static void test_reservation_parts(void)
  * twice over.  Nothing here is written, so nothing is committed. */
 static void test_cut_accounts_what_it_keeps(void)
 {
-    FILE *file = fopen("/proc/sys/vm/overcommit_memory", "r");
-    int policy = -1;
-    if (file) {
-        if (fscanf(file, "%d", &policy) != 1)
-            policy = -1;
-        fclose(file);
-    }
     struct sysinfo info;
-    if (policy != 0 || sysinfo(&info) != 0) {
+    if (overcommit_policy() != 0 || sysinfo(&info) != 0) {
         printf("test_os_map: vm.overcommit_memory is not 0: no mapping cut past memory\n");
         return;
     }
