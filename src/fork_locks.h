@@ -21,8 +21,8 @@ struct hak_node_locks {
 };
 
 struct hak_fork_locks {
-    /* The nodes whose locks fork holds, written as it takes them, and
-     * whether it took any: here, on the page fork writes anyway. */
+    /* The nodes whose locks fork holds, written as it takes them: here, on
+     * the page fork writes anyway. */
     unsigned nodes;
     /* Written by every fork's prepare handler, the same answer in all,
      * which a C library may run for two forks at once. */
