@@ -43,12 +43,13 @@ static _Atomic uintptr_t aligned_hint HAK_START_UP;
 
 /* Writable memory is mapped for the kernel to account (no MAP_NORESERVE):
  * under its default overcommit policy it then refuses one mapping bigger
- * than memory and swap, so that malloc of such a size fails with ENOMEM as
- * glibc's does, where it succeeded, paid a page-map entry per 2 MiB
- * (malloc(16 TiB): 35 ms and 64 MB) and left the program to the OOM killer
- * at its first touch past memory.  MAP_NORESERVE changed nothing else:
- * strict accounting (vm.overcommit_memory=2) ignores it, and PROT_NONE
- * reservations are not accounted. */
+ * than memory and swap (Linux 5.2 on; before, than what is free), so that
+ * malloc of such a size fails with ENOMEM as glibc's does, where it
+ * succeeded, paid a page-map entry per 2 MiB (malloc(16 TiB): 35 ms and
+ * 64 MB) and was sure to be killed at its touches past memory.
+ * MAP_NORESERVE changed nothing else: strict accounting
+ * (vm.overcommit_memory=2) ignores it, and PROT_NONE reservations are not
+ * accounted. */
 #define MAP_FLAGS (MAP_PRIVATE | MAP_ANONYMOUS)
 
 /* A mapping of size at addr, or NULL when that range is not free (errno
