@@ -135,7 +135,8 @@ static void test_mallinfo_saturates(void)
 {
     void *big = malloc(opaque_size((size_t)3 << 30));
     if (!big) {
-        printf("no 3 GiB of address space (ulimit -v?): saturation not tested\n");
+        printf("no 3 GiB block (ulimit -v, or less memory and swap than that): saturation not "
+               "tested\n");
         return;
     }
     struct mallinfo2 wide = mallinfo2();
