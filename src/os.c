@@ -54,10 +54,10 @@ static _Atomic uintptr_t aligned_hint HAK_START_UP;
 
 /* A mapping of size at addr, or NULL when that range is not free (errno
  * EEXIST); kernels before 4.17 take the flag for a hint, and a mapping
- * elsewhere is the same refusal. */
-static void *map_exactly_at(uintptr_t addr, size_t size, int prot)
+ * elsewhere is the same refusal.  flags: more of them (MAP_NORESERVE). */
+static void *map_exactly_at(uintptr_t addr, size_t size, int prot, int flags)
 {
-    void *got = mmap((void *)addr, size, prot, MAP_FLAGS | MAP_FIXED_NOREPLACE, -1, 0);
+    void *got = mmap((void *)addr, size, prot, MAP_FLAGS | MAP_FIXED_NOREPLACE | flags, -1, 0);
     if (got == MAP_FAILED)
         return NULL;
     if ((uintptr_t)got != addr) {
@@ -74,7 +74,7 @@ static void *map_aligned(size_t size, size_t align, int prot)
     /* Never at address 0, where mmap_min_addr allows a mapping. */
     if (align > HAK_PAGE_SIZE && below > size && below - size >= align) {
         int saved = errno; /* a hint taken is no error of the caller's */
-        char *start = map_exactly_at((below - size) & ~(uintptr_t)(align - 1), size, prot);
+        char *start = map_exactly_at((below - size) & ~(uintptr_t)(align - 1), size, prot, 0);
         if (start) {
             atomic_store_explicit(&aligned_hint, (uintptr_t)start, memory_order_relaxed);
             return start;
@@ -540,7 +540,7 @@ bool hak_os_free_memory_reported(const char *root)
 bool hak_os_map_at(void *addr, size_t size)
 {
     int saved = errno; /* a refusal here is no error of the caller's */
-    if (!map_exactly_at((uintptr_t)addr, size, PROT_READ | PROT_WRITE)) {
+    if (!map_exactly_at((uintptr_t)addr, size, PROT_READ | PROT_WRITE, 0)) {
         errno = saved;
         return false;
     }
@@ -558,8 +558,11 @@ bool hak_os_move(void *src, size_t size, void *dst, bool *dst_fresh)
     }
     /* The kernel unmaps dst before it looks at src (a source over two
      * mappings fails so before 6.17): left so, dst would be a hole in the
-     * caller's block.  A dst it left mapped refuses the mapping. */
-    *dst_fresh = map_exactly_at((uintptr_t)dst, size, PROT_READ | PROT_WRITE) != NULL;
+     * caller's block.  A dst it left mapped refuses the mapping.  Not
+     * accounted: the block was, and a kernel before 5.2, which weighs a
+     * request against what is free, could refuse it under pressure. */
+    *dst_fresh =
+        map_exactly_at((uintptr_t)dst, size, PROT_READ | PROT_WRITE, MAP_NORESERVE) != NULL;
     if (!*dst_fresh && errno != EEXIST)
         hak_fatal("cannot map again the pages a failed move unmapped at", dst);
     errno = saved;
