@@ -211,3 +211,7 @@ HAK_API int malloc_info(int options, FILE *fp)
     emit(&out, fp);
     return 0;
 }
+
+/* glibc exports these two under its internal names as well. */
+HAK_EXPORT_AS(__libc_mallinfo, mallinfo);
+HAK_EXPORT_AS(__libc_mallopt, mallopt);

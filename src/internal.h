@@ -29,6 +29,9 @@
 #include <stdint.h>
 
 #define HAK_API __attribute__((visibility("default")))
+/* Exports name as another name of target, the same code. */
+#define HAK_EXPORT_AS(name, target)                                                                \
+    __typeof__(target) name __attribute__((alias(#target), visibility("default")))
 /* On every global one file defines and others use: -fvisibility=hidden
  * covers definitions only, and without this the compiler reaches a global
  * declared extern through the GOT, an instruction more at each use. */

@@ -28,9 +28,10 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/test_exports.XXXXXX") || exit 99
 trap 'rm -rf "$work"' EXIT
 
-standard="malloc free free_sized free_aligned_sized calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc
+standard="malloc free cfree free_sized free_aligned_sized calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc
 pvalloc malloc_usable_size
 __libc_malloc __libc_free __libc_calloc __libc_realloc __libc_memalign __libc_valloc __libc_pvalloc
+__libc_mallinfo __libc_mallopt
 malloc_trim mallinfo mallinfo2 malloc_stats malloc_info mallopt
 _Znwm _Znam _ZnwmRKSt9nothrow_t _ZnamRKSt9nothrow_t _ZnwmSt11align_val_t _ZnamSt11align_val_t
 _ZnwmSt11align_val_tRKSt9nothrow_t _ZnamSt11align_val_tRKSt9nothrow_t

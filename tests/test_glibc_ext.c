@@ -4,8 +4,8 @@
  * INT_MAX; mallopt
  * takes M_TRIM_THRESHOLD as the HotSpanBox budget and returns what
  * README.md says; malloc_stats prints hakmem's report; malloc_info refuses
- * options other than 0; the __libc_ names
- * are hakmem's.  With --info, prints malloc_info's XML for
+ * options other than 0; the __libc_ names and cfree (as an old binary
+ * binds it) are hakmem's.  With --info, prints malloc_info's XML for
  * test_malloc_info.sh instead.
  */
 #define _GNU_SOURCE
@@ -27,6 +27,22 @@ extern void *__libc_realloc(void *ptr, size_t size);
 extern void *__libc_memalign(size_t alignment, size_t size);
 extern void *__libc_valloc(size_t size);
 extern void *__libc_pvalloc(size_t size);
+extern struct mallinfo __libc_mallinfo(void);
+extern int __libc_mallopt(int param, int value);
+
+/* cfree as binaries built before glibc 2.26 reference it: under the version
+ * glibc gave its first symbols on the architecture. */
+#if defined(__GLIBC__) && defined(__x86_64__)
+#define OLD_CFREE "cfree@GLIBC_2.2.5"
+#elif defined(__GLIBC__) && defined(__aarch64__)
+#define OLD_CFREE "cfree@GLIBC_2.17"
+#elif defined(__GLIBC__) && defined(__i386__)
+#define OLD_CFREE "cfree@GLIBC_2.0"
+#endif
+#ifdef OLD_CFREE
+__asm__(".symver old_cfree, " OLD_CFREE);
+extern void old_cfree(void *ptr);
+#endif
 
 #define HELD (200 * MiB)
 #define MAX_BLOCKS 100000
@@ -247,6 +263,27 @@ static void test_libc_names(void)
               aligned[i], align[i]);
         __libc_free(aligned[i]);
     }
+
+    /* glibc's would count none of hakmem's blocks, and its mallopt takes
+     * parameters hakmem's refuses (as the loader resolved the names). */
+    int (*volatile libc_mallopt)(int, int) = __libc_mallopt;
+    int (*volatile own_mallopt)(int, int) = mallopt;
+    CHECK(libc_mallopt == own_mallopt, "__libc_mallopt is not hakmem's mallopt");
+    char *held = malloc(opaque_size(3 * MiB));
+    struct mallinfo info = __libc_mallinfo();
+    CHECK(info.hblkhd >= 0 && (size_t)info.hblkhd >= 3 * MiB,
+          "__libc_mallinfo misses a 3 MiB block: hblkhd %d", info.hblkhd);
+    free(held);
+
+#ifdef OLD_CFREE
+    /* glibc's would abort on hakmem's block. */
+    void (*volatile bound_cfree)(void *) = old_cfree;
+    void (*volatile own_free)(void *) = hak_free;
+    CHECK(bound_cfree == own_free, "%s is bound to %p, not to hakmem's free", OLD_CFREE,
+          (void *)bound_cfree);
+    if (bound_cfree == own_free)
+        old_cfree(malloc(opaque_size(100)));
+#endif
 }
 
 int main(int argc, char **argv)
