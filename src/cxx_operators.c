@@ -214,21 +214,22 @@ static inline void *new_block(size_t size, size_t align, bool nothrow)
 }
 
 /* Checked mode knows the size each block was asked with: a sized delete
- * must name it (issue 15).  Blocks hakmem does not own are left to free,
+ * must name it (issue 15), and an aligned one an alignment the block has.
+ * Blocks hakmem does not own are left to free,
  * which refuses them, and so are all where the program replaced the new or
  * delete forms involved: its blocks are its own business.  Out of line, so
  * that the sized forms outside checked mode are a test and a jump. */
 static HAK_NOINLINE __attribute__((cold)) void check_size_checked(void *ptr, size_t size,
-                                                                  unsigned forms)
+                                                                  size_t align, unsigned forms)
 {
-    if (ptr && !replaced(forms) && hak_node_of(ptr) >= 0 && hak_malloc_usable_size(ptr) != size)
-        hak_fatal("sized delete with the wrong size:", ptr);
+    if (!replaced(forms) && hak_sized_free_mismatch(ptr, size, align))
+        hak_fatal("sized delete with the wrong size or alignment:", ptr);
 }
 
-static inline void check_size(void *ptr, size_t size, unsigned forms)
+static inline void check_size(void *ptr, size_t size, size_t align, unsigned forms)
 {
     if (HAK_UNLIKELY(hak_harden.checked))
-        check_size_checked(ptr, size, forms);
+        check_size_checked(ptr, size, align, forms);
 }
 
 typedef void *nothrow_new_fn(size_t size, const void *nothrow);
@@ -319,13 +320,13 @@ void _ZdaPv(void *ptr)
 
 void _ZdlPvm(void *ptr, size_t size)
 {
-    check_size(ptr, size, NEW | DELETE);
+    check_size(ptr, size, 1, NEW | DELETE);
     _ZdlPv(ptr);
 }
 
 void _ZdaPvm(void *ptr, size_t size)
 {
-    check_size(ptr, size, NEW | NEW_ARRAY | DELETE | DELETE_ARRAY);
+    check_size(ptr, size, 1, NEW | NEW_ARRAY | DELETE | DELETE_ARRAY);
     _ZdaPv(ptr);
 }
 
@@ -342,13 +343,14 @@ void _ZdaPvSt11align_val_t(void *ptr, size_t align)
 
 void _ZdlPvmSt11align_val_t(void *ptr, size_t size, size_t align)
 {
-    check_size(ptr, size, NEW_ALIGNED | DELETE_ALIGNED);
+    check_size(ptr, size, align, NEW_ALIGNED | DELETE_ALIGNED);
     _ZdlPvSt11align_val_t(ptr, align);
 }
 
 void _ZdaPvmSt11align_val_t(void *ptr, size_t size, size_t align)
 {
-    check_size(ptr, size, NEW_ALIGNED | NEW_ARRAY_ALIGNED | DELETE_ALIGNED | DELETE_ARRAY_ALIGNED);
+    check_size(ptr, size, align,
+               NEW_ALIGNED | NEW_ARRAY_ALIGNED | DELETE_ALIGNED | DELETE_ARRAY_ALIGNED);
     _ZdaPvSt11align_val_t(ptr, align);
 }
 

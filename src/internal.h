@@ -503,5 +503,10 @@ extern struct hak_slab hak_invalid_slab HAK_SHARED;
 extern struct hak_slab hak_interior_slab HAK_SHARED;
 
 void hak_init(void);
+/* Checked mode: whether ptr, a block hakmem owns, was asked for with other
+ * than size bytes or is not aligned to alignment, as a sized free
+ * (free_sized, free_aligned_sized, a sized delete) names them; false for
+ * NULL and for a pointer hakmem does not own, which free refuses. */
+bool hak_sized_free_mismatch(void *ptr, size_t size, size_t alignment);
 
 #endif

@@ -340,13 +340,17 @@ HAK_API void *hak_pvalloc(size_t size)
  * alignment, as it finds a block's class from its address; checked mode,
  * which knows the size each block was asked with, holds the program to
  * both, as it holds a sized delete to its size. */
+bool hak_sized_free_mismatch(void *ptr, size_t size, size_t alignment)
+{
+    struct hak_chunk_head *chunk = ptr ? owner_of(ptr) : NULL;
+    return chunk && (usable_size(chunk, ptr) != size || !is_power_of_two(alignment) ||
+                     (uintptr_t)ptr % alignment);
+}
+
 static HAK_NOINLINE __attribute__((cold)) void free_checked_size(const char *call, void *ptr,
                                                                  size_t size, size_t alignment)
 {
-    struct hak_chunk_head *chunk = ptr ? owner_of(ptr) : NULL;
-    /* A pointer hakmem does not own is free's to refuse. */
-    if (chunk && (usable_size(chunk, ptr) != size || !is_power_of_two(alignment) ||
-                  (uintptr_t)ptr % alignment))
+    if (hak_sized_free_mismatch(ptr, size, alignment))
         hak_fatal(call, ptr);
     hak_free(ptr);
 }

@@ -4,7 +4,8 @@
 // retry succeeds; nothrow new returns nullptr, aligned new aligns, and every
 // delete form frees (the next new of the size gets the block back).
 // Its other modes are for test_cxx_preload.sh: --wrong-size makes a sized
-// delete with the wrong size (refused at HAKMEM_HARDEN=2); --exhaust news
+// delete with the wrong size, --wrong-alignment an aligned one with an
+// alignment the block lacks (both refused at HAKMEM_HARDEN=2); --exhaust news
 // 64 MiB blocks until std::bad_alloc comes (run under ulimit -v);
 // --double-delete and --interior-delete misuse delete as the misuse tests
 // misuse free, and hakmem must stop them.
@@ -15,6 +16,7 @@
 #include <dlfcn.h>
 #include <new>
 #include <sys/resource.h>
+#include <utility>
 
 #include "cxx_check.h"
 #include "hakmem.h"
@@ -291,6 +293,19 @@ int main(int argc, char **argv)
         void *block = ::operator new(opaque(100));
         ::operator delete(block, opaque(2000));
         std::printf("a sized delete with the wrong size was let through\n");
+        return 0;
+    }
+    if (argc > 1 && !std::strcmp(argv[1], "--wrong-alignment")) {
+        // The size right, an alignment of 4 KiB the 64-byte aligned block
+        // lacks (of two neighbours, one lacks it).
+        std::align_val_t align{64};
+        void *block = ::operator new(opaque(100), align);
+        void *other = ::operator new(opaque(100), align);
+        if (reinterpret_cast<std::uintptr_t>(block) % 4096 == 0)
+            std::swap(block, other);
+        ::operator delete(other, opaque(100), align);
+        ::operator delete(block, opaque(100), std::align_val_t(opaque(4096)));
+        std::printf("a sized delete with the wrong alignment was let through\n");
         return 0;
     }
     if (argc > 1 && !std::strcmp(argv[1], "--exhaust"))

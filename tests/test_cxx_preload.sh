@@ -74,13 +74,16 @@ if ! LD_PRELOAD=$lib "$host" "$plugin" >"$work/out" 2>&1; then
     status=1
 fi
 
-HAKMEM_HARDEN=2 "$prog" --wrong-size >"$work/out" 2>&1
-code=$?
-if [ "$code" -eq 0 ] || ! grep -q 'hakmem: sized delete with the wrong size' "$work/out"; then
-    echo "FAIL: at HAKMEM_HARDEN=2 a sized delete with the wrong size exited with $code:"
-    cat "$work/out"
-    status=1
-fi
+for misuse in --wrong-size --wrong-alignment; do
+    HAKMEM_HARDEN=2 "$prog" $misuse >"$work/out" 2>&1
+    code=$?
+    if [ "$code" -eq 0 ] ||
+        ! grep -q 'hakmem: sized delete with the wrong size or alignment' "$work/out"; then
+        echo "FAIL: at HAKMEM_HARDEN=2 $misuse exited with $code:"
+        cat "$work/out"
+        status=1
+    fi
+done
 
 # 1 GiB of address space: the program's own mappings fit, 64 MiB blocks
 # soon do not.
