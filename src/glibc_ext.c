@@ -54,7 +54,7 @@ static int saturate(size_t value)
     return value > INT_MAX ? INT_MAX : (int)value;
 }
 
-HAK_API struct mallinfo mallinfo(void)
+static struct mallinfo narrow_info(void)
 {
     struct mallinfo2 info = mallinfo2();
     return (struct mallinfo){
@@ -69,6 +69,11 @@ HAK_API struct mallinfo mallinfo(void)
         .fordblks = saturate(info.fordblks),
         .keepcost = saturate(info.keepcost),
     };
+}
+
+HAK_API struct mallinfo mallinfo(void)
+{
+    return narrow_info();
 }
 
 /* pad: glibc leaves that much at the top of its heap; hakmem has no top.
@@ -212,6 +217,16 @@ HAK_API int malloc_info(int options, FILE *fp)
     return 0;
 }
 
-/* glibc exports these two under its internal names as well. */
-HAK_EXPORT_AS(__libc_mallinfo, mallinfo);
-HAK_EXPORT_AS(__libc_mallopt, mallopt);
+/* glibc exports these two under its internal names as well.  Calls, not
+ * aliases: <malloc.h> gives mallopt attributes an alias would have to
+ * repeat, and mallinfo is deprecated there (a use warns, a definition
+ * does not). */
+HAK_API struct mallinfo __libc_mallinfo(void)
+{
+    return narrow_info();
+}
+
+HAK_API int __libc_mallopt(int param, int value)
+{
+    return mallopt(param, value);
+}
