@@ -123,6 +123,19 @@ static inline void hak_stat_pages_out(enum hak_page_bucket bucket, uint64_t firs
         atomic_fetch_add_explicit(&counts->reused, reused, memory_order_relaxed);
 }
 
+/* Counts the pages [first, end) of a block or span as handed out, where
+ * those below touched (the most it ever handed out) were handed out before:
+ * reused there, first touched above.  Returns the new mark. */
+static inline uint64_t hak_stat_pages_handed_out(enum hak_page_bucket bucket, uint64_t first,
+                                                 uint64_t end, uint64_t touched)
+{
+    if (end <= first)
+        return touched;
+    uint64_t reused = touched <= first ? 0 : (touched < end ? touched : end) - first;
+    hak_stat_pages_out(bucket, end - first - reused, reused);
+    return end > touched ? end : touched;
+}
+
 static inline void hak_stat_add(enum hak_stat which, uint64_t n)
 {
     atomic_fetch_add_explicit(&hak_stat_my_stripe()->counter[which], n, memory_order_relaxed);

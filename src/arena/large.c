@@ -80,15 +80,9 @@ static size_t round_to_chunk(size_t size)
  * others reused. */
 static void count_pages(struct hak_large *large, size_t held, size_t size)
 {
-    size_t from = round_to_page(held) / HAK_PAGE_SIZE;
-    size_t pages = round_to_page(size) / HAK_PAGE_SIZE;
-    if (pages <= from)
-        return;
-    size_t touched = large->touched_pages;
-    size_t reused = touched <= from ? 0 : (touched < pages ? touched : pages) - from;
-    if (pages > touched)
-        large->touched_pages = pages;
-    hak_stat_pages_out(HAK_PAGES_LARGE, pages - from - reused, reused);
+    large->touched_pages =
+        hak_stat_pages_handed_out(HAK_PAGES_LARGE, round_to_page(held) / HAK_PAGE_SIZE,
+                                  round_to_page(size) / HAK_PAGE_SIZE, large->touched_pages);
 }
 
 static bool fully_touched(const struct hak_large *large)

@@ -199,15 +199,9 @@ bool hak_slab_extend(struct hak_slab *slab)
 void hak_slab_count_pages(struct hak_slab *slab, size_t from, size_t to,
                           enum hak_page_bucket bucket)
 {
-    uint32_t first = (uint32_t)((from + HAK_PAGE_SIZE - 1) >> HAK_PAGE_SHIFT);
-    uint32_t end = (uint32_t)((to + HAK_PAGE_SIZE - 1) >> HAK_PAGE_SHIFT);
-    if (end <= first)
-        return;
-    uint32_t touched = slab->touched_pages;
-    uint32_t reused = touched <= first ? 0 : (touched < end ? touched : end) - first;
-    if (end > touched)
-        slab->touched_pages = end;
-    hak_stat_pages_out(bucket, end - first - reused, reused);
+    slab->touched_pages = (uint32_t)hak_stat_pages_handed_out(
+        bucket, (from + HAK_PAGE_SIZE - 1) >> HAK_PAGE_SHIFT,
+        (to + HAK_PAGE_SIZE - 1) >> HAK_PAGE_SHIFT, slab->touched_pages);
 }
 
 void hak_slab_clear_free_words(const struct hak_slab *slab)
