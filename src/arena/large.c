@@ -14,6 +14,7 @@
 #include "../stats.h"
 #include "hot_span_box.h"
 #include "page_map.h"
+#include "shared_pool.h"
 
 #define CACHE_SLOTS 32
 /* However big the program's large blocks, a node keeps at most this much of
@@ -661,6 +662,7 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
         note_miss(node, total);
     }
     hak_hot_span_release_stale(node);
+    hak_shared_pool_release_stale(node);
     struct hak_large *large = hak_os_map_aligned(total, map_align);
     if (!large)
         return NULL;

@@ -11,6 +11,7 @@
 #include "../stats.h"
 #include "meta.h"
 #include "page_map.h"
+#include "shared_pool.h"
 #include "span_bins.h"
 
 /* Wholly free chunks an arena keeps mapped; more go back to the OS. */
@@ -173,6 +174,8 @@ static struct hak_slab *new_chunk(struct page_arena *arena, unsigned node)
     void *probe = arena->probe;
     uintptr_t spare = arena->spare_count ? arena->spare[--arena->spare_count] : 0;
     pthread_mutex_unlock(lock_of(arena));
+    /* A spare chunk's pages are as fresh as a new one's. */
+    hak_shared_pool_release_stale(node);
     bool huge = want_huge_pages(probe, made);
     char *mem = (char *)(spare & ~(uintptr_t)SPARE_BOUND);
     uint32_t batch = 1;

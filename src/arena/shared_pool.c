@@ -88,13 +88,12 @@ static void leave_spares(struct shared_pool *pool, struct hak_superslab *ss,
  * The others leave at the next such free or at the heaps' idle look. */
 #define MAX_RETIRED_BY_FREE 4
 
-/* Under the pool's lock: up to max of the spares free for the decay time
- * leave. */
-static void leave_aged(struct shared_pool *pool, uint64_t now, unsigned max,
-                       struct hak_superslab **leaving)
+/* Under the pool's lock: up to max of the spares free for age_ms leave. */
+static void leave_older(struct shared_pool *pool, uint64_t now, uint64_t age_ms, unsigned max,
+                        struct hak_superslab **leaving)
 {
-    for (unsigned left = 0; left < max && pool->spares.last &&
-                            hak_os_aged(now, pool->spares.last->emptied_ms, hak_options.decay_ms);
+    for (unsigned left = 0;
+         left < max && pool->spares.last && hak_os_aged(now, pool->spares.last->emptied_ms, age_ms);
          left++)
         leave_spares(pool, pool->spares.last, leaving);
 }
@@ -225,21 +224,32 @@ void hak_shared_pool_give(struct hak_slab *slab)
     if (ss->used_slabs == 0) {
         uint64_t now = hak_os_now_ms();
         list_remove(&pool->with_free, ss);
-        leave_aged(pool, now, MAX_RETIRED_BY_FREE, &leaving);
+        leave_older(pool, now, hak_options.decay_ms, MAX_RETIRED_BY_FREE, &leaving);
         keep_spare(pool, ss, now, &leaving);
     }
     pthread_mutex_unlock(lock_of(pool));
     retire(pool, leaving);
 }
 
-void hak_shared_pool_release_aged(unsigned node)
+static void release_older(unsigned node, uint64_t age_ms)
 {
     struct shared_pool *pool = &pools[node];
     struct hak_superslab *leaving = NULL;
+    uint64_t now = hak_os_now_ms();
     pthread_mutex_lock(lock_of(pool));
-    leave_aged(pool, hak_os_now_ms(), UINT_MAX, &leaving);
+    leave_older(pool, now, age_ms, UINT_MAX, &leaving);
     pthread_mutex_unlock(lock_of(pool));
     retire(pool, leaving);
+}
+
+void hak_shared_pool_release_aged(unsigned node)
+{
+    release_older(node, hak_options.decay_ms);
+}
+
+void hak_shared_pool_release_stale(unsigned node)
+{
+    release_older(node, hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION);
 }
 
 size_t hak_shared_pool_release(unsigned node)

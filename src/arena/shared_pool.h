@@ -18,6 +18,13 @@ struct hak_slab *hak_shared_pool_take(unsigned node);
 void hak_shared_pool_give(struct hak_slab *slab);
 /* Every spare of node free for HAKMEM_DECAY_MS leaves, as above. */
 void hak_shared_pool_release_aged(unsigned node);
+/* Before node maps fresh memory for Mid, L25 or large blocks: every spare
+ * free for a sixteenth of HAKMEM_DECAY_MS leaves, as the HotSpanBox's
+ * stale spans leave before a SuperSlab is made (hot_span_box.h).  Kept
+ * resident, the spares would add to the peak footprint of a program that
+ * freed its small blocks of one phase and grows in bigger ones in the next,
+ * which they cannot serve. */
+void hak_shared_pool_release_stale(unsigned node);
 /* malloc_trim: unmaps node's spare SuperSlabs (decommits those in the
  * region) and decommits the pages its free slabs ever handed out; returns
  * the bytes unmapped or decommitted. */

@@ -9,7 +9,8 @@
  * slabs after the spares'.  The test runs again under an address-space limit, where there is
  * no region.  The large-block gauges that mallinfo reads follow blocks out
  * and back.  A SuperSlab or large block mapped anew first lets go of the
- * HotSpanBox's stale spans. */
+ * HotSpanBox's stale spans, and a chunk for Mid and L25 spans or a large
+ * block of the shared pool's stale spares. */
 #include <string.h>
 
 #include "arena/hot_span_box.h"
@@ -316,6 +317,53 @@ static void test_growth_releases_stale_spans(void)
     hak_options.hot_bytes = hot_bytes;
 }
 
+/* Whether c, a SuperSlab of the last cycle, has left the spares: unmapped,
+ * or in the region with its slabs' pages given back. */
+static bool chunk_retired(unsigned c, bool region)
+{
+    if (!region)
+        return hak_page_map_lookup(chunks[c]) == NULL;
+    for (unsigned i = HAK_SUPERSLAB_HEADER_SLABS; i < HAK_SLABS_PER_SUPERSLAB; i++)
+        if (nonzero_offset((const char *)chunks[c] + i * HAK_SLAB_SIZE,
+                           SLAB_TOUCHED * HAK_PAGE_SIZE) != PATTERN_INTACT)
+            return false;
+    return true;
+}
+
+/* The other way: a chunk for Mid and L25 spans, fresh or one of the
+ * arena's mapped spares (its pages as new), and a large block mapped anew
+ * first let go of the spare SuperSlabs free for a sixteenth of the decay:
+ * small blocks' memory of a phase the program left, which the spans cannot
+ * use.  The spares emptied since stay. */
+static void test_growth_releases_stale_spares(bool region)
+{
+    enum { STALE_MS = 5000 };
+    uint64_t decay_ms = hak_options.decay_ms;
+    hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * STALE_MS;
+    hak_shared_pool_release(0);
+    hak_page_arena_release_free(0); /* no free chunk: the next span takes a chunk */
+    cycle_superslabs(2);
+    struct hak_superslab *older = (struct hak_superslab *)chunks[0];
+    older->emptied_ms -= 2 * STALE_MS;
+    struct hak_slab *span = hak_page_arena_alloc(0, HAK_ARENA_USABLE_PAGES);
+    if (!span)
+        hard_error("hak_page_arena_alloc(0, a chunk's pages) failed");
+    CHECK(chunk_retired(0, region), "a stale spare stayed as it was when a chunk was made");
+    CHECK(!chunk_retired(1, region), "a spare emptied just now left when a chunk was made");
+    hak_page_arena_free(span);
+
+    chunks[0] = chunks[1];
+    chunk_count = 1;
+    ((struct hak_superslab *)chunks[0])->emptied_ms -= 2 * STALE_MS;
+    hak_large_release_cached(0); /* nothing cached: the block is mapped */
+    void *large = large_alloc(2 * MiB);
+    CHECK(chunk_retired(0, region), "a stale spare stayed as it was when a large block was mapped");
+    large_free(large);
+    hak_large_release_cached(0);
+    hak_shared_pool_release(0);
+    hak_options.decay_ms = decay_ms;
+}
+
 /* Spans of SPAN_PAGES from the PageArena put in node 0's box, each after
  * a fence kept out of it (spans the box gives back, cut again, may yet
  * lie side by side and merge, which changes no byte count). */
@@ -504,6 +552,7 @@ int main(int argc, char **argv)
     test_spare_superslabs(region);
     test_spares_age(region);
     test_growth_releases_stale_spans();
+    test_growth_releases_stale_spares(region);
     test_hot_budget_grows();
     if (!region)
         return test_result("test_retained without a region");
