@@ -7,7 +7,7 @@
 BENCHMARKS = bench/random_mixed bench/fixed_size bench/xthread bench/mid_large_mt \
 	bench/l25 bench/realloc_grow bench/large_blocks bench/rusage_run bench/startup_threads \
 	bench/batch_free bench/fork_churn bench/larson bench/cxx_churn bench/calloc_tables \
-	bench/aligned bench/mid_batch bench/cache_scratch
+	bench/aligned bench/mid_batch bench/cache_scratch bench/phases
 pkglibexec_PROGRAMS = $(BENCHMARKS)
 
 BENCH_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS) -O2 -fno-builtin-malloc -fno-builtin-free \
@@ -50,6 +50,8 @@ bench_mid_batch_SOURCES = bench/mid_batch.c bench/bench_util.h
 bench_mid_batch_CFLAGS = $(BENCH_CFLAGS)
 bench_aligned_SOURCES = bench/aligned.c bench/bench_util.h
 bench_aligned_CFLAGS = $(BENCH_CFLAGS)
+bench_phases_SOURCES = bench/phases.c bench/bench_util.h
+bench_phases_CFLAGS = $(BENCH_CFLAGS)
 bench_large_blocks_SOURCES = bench/large_blocks.c bench/bench_util.h
 bench_large_blocks_CFLAGS = $(BENCH_CFLAGS)
 bench_rusage_run_SOURCES = bench/rusage_run.c
