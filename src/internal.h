@@ -410,6 +410,14 @@ struct hak_heap {
     uint32_t slow_events;
     uint64_t idle_look_ms;
     uint64_t idle_allocs[HAK_NUM_CLASSES];
+    /* The clock as the idle look last read it, and each class's reading
+     * and mallocs at its last refill or flush (thread_heap.c,
+     * release_idle_for_growth). */
+    uint64_t slow_clock_ms;
+    uint64_t growth_look_ms; /* slow_clock_ms at the last such look */
+    uint64_t last_slow_ms[HAK_NUM_CLASSES];
+    uint64_t last_slow_allocs[HAK_NUM_CLASSES];
+    bool discard_spans;                    /* while release_idle_for_growth releases caches */
     struct hak_slab *cur[HAK_NUM_CLASSES]; /* slab refills carve from */
     struct hak_slab_list partial[HAK_NUM_CLASSES];
     struct hak_slab_list full[HAK_NUM_CLASSES];

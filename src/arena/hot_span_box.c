@@ -489,10 +489,10 @@ static unsigned shard_for_put(struct hak_slab *span)
     return my_shard();
 }
 
-void hak_hot_span_put(struct hak_slab *span)
+/* span leaves service: no block of it can be freed, and its pages' entries
+ * say so. */
+static void leave_service(struct hak_slab *span)
 {
-    unsigned shard = shard_for_put(span);
-    struct hot_span_box *box = &boxes[span->node][shard];
     bool whole_span = hak_slab_is_whole_span(span);
     atomic_store_explicit(&span->owner, NULL, memory_order_relaxed);
     span->free_node = HAK_NO_NODE;
@@ -510,11 +510,24 @@ void hak_hot_span_put(struct hak_slab *span)
         ((struct hak_arena_chunk *)span->chunk)->page_info[span->first_page] = HAK_PAGE_INFO_NONE;
     else
         hak_span_map_pages(span, span->first_page, span->pages);
+}
+
+void hak_hot_span_discard(struct hak_slab *span)
+{
+    leave_service(span);
+    span->next = NULL;
+    release(span);
+}
+
+void hak_hot_span_put(struct hak_slab *span)
+{
     if (hak_options_hot_bytes() == 0) {
-        span->next = NULL;
-        release(span);
+        hak_hot_span_discard(span);
         return;
     }
+    leave_service(span);
+    unsigned shard = shard_for_put(span);
+    struct hot_span_box *box = &boxes[span->node][shard];
     struct hak_slab *drop[2] = {NULL, NULL};
     uint64_t now = hak_os_now_ms();
     pthread_mutex_lock(lock_of(box));

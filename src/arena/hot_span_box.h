@@ -23,6 +23,9 @@
 struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages);
 /* Keeps a freed (dirty) span. */
 void hak_hot_span_put(struct hak_slab *span);
+/* A freed span nothing is expected to take soon: decommitted and returned
+ * to the PageArena now, as the box would give it back once aged. */
+void hak_hot_span_discard(struct hak_slab *span);
 /* The bytes node's box holds (mallinfo); adds its spans to count. */
 size_t hak_hot_span_retained(unsigned node, uint64_t *count);
 /* malloc_trim: every hot span of node is decommitted and returned to the
@@ -33,7 +36,8 @@ size_t hak_hot_span_release_all(unsigned node);
  * process whose threads keep allocating, but never spans (thread_heap.c,
  * caches that idle). */
 void hak_hot_span_release_aged(unsigned node);
-/* Before node maps fresh memory for small or large blocks: the spans idle
+/* Before node maps fresh memory for small or large blocks (a SuperSlab
+ * made, or a retired one taken, whose pages went back): the spans idle
  * for a sixteenth of HAKMEM_DECAY_MS (312 ms by default) are decommitted
  * and returned to the PageArena.  Kept resident, they would add to the peak
  * footprint of a program that freed them and then grows in other sizes,

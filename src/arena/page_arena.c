@@ -174,8 +174,6 @@ static struct hak_slab *new_chunk(struct page_arena *arena, unsigned node)
     void *probe = arena->probe;
     uintptr_t spare = arena->spare_count ? arena->spare[--arena->spare_count] : 0;
     pthread_mutex_unlock(lock_of(arena));
-    /* A spare chunk's pages are as fresh as a new one's. */
-    hak_shared_pool_release_stale(node);
     bool huge = want_huge_pages(probe, made);
     char *mem = (char *)(spare & ~(uintptr_t)SPARE_BOUND);
     uint32_t batch = 1;
@@ -232,6 +230,9 @@ static struct hak_slab *cut_front(struct page_arena *arena, struct hak_slab *spa
 struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
 {
     struct page_arena *arena = &arenas[node];
+    /* The arena's spans are never touched or were decommitted: the span
+     * will be fresh memory. */
+    hak_shared_pool_release_stale(node);
     pthread_mutex_lock(lock_of(arena));
     struct hak_slab *span = hak_span_bins_fit(&arena->bins, pages);
     if (span) {

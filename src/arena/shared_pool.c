@@ -155,8 +155,9 @@ static size_t retire(struct shared_pool *pool, struct hak_superslab *leaving)
 
 /* Under the pool's lock: the SuperSlab to take a slab from, one in use
  * first, then the newest spare, whose pages are likeliest still cached,
- * then a retired one; NULL if none. */
-static struct hak_superslab *with_free_slab(struct shared_pool *pool)
+ * then a retired one (*retired set: its pages were given back); NULL if
+ * none. */
+static struct hak_superslab *with_free_slab(struct shared_pool *pool, bool *retired)
 {
     struct hak_superslab *ss = pool->with_free.first;
     if (ss)
@@ -169,6 +170,7 @@ static struct hak_superslab *with_free_slab(struct shared_pool *pool)
     } else if (pool->retired.first) {
         ss = pool->retired.first;
         list_remove(&pool->retired, ss);
+        *retired = true;
     } else
         return NULL;
     list_push(&pool->with_free, ss);
@@ -178,8 +180,9 @@ static struct hak_superslab *with_free_slab(struct shared_pool *pool)
 struct hak_slab *hak_shared_pool_take(unsigned node)
 {
     struct shared_pool *pool = &pools[node];
+    bool retired = false;
     pthread_mutex_lock(lock_of(pool));
-    struct hak_superslab *ss = with_free_slab(pool);
+    struct hak_superslab *ss = with_free_slab(pool, &retired);
     if (!ss) {
         pthread_mutex_unlock(lock_of(pool));
         hak_hot_span_release_stale(node);
@@ -196,6 +199,9 @@ struct hak_slab *hak_shared_pool_take(unsigned node)
     if (!ss->free_slabs)
         list_remove(&pool->with_free, ss);
     pthread_mutex_unlock(lock_of(pool));
+    /* A retired SuperSlab's slabs are fresh memory, as a new one's are. */
+    if (retired)
+        hak_hot_span_release_stale(node);
     struct hak_slab *slab = &ss->slabs[index];
     slab->state = HAK_STATE_NONE;
     return slab;

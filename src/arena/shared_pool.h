@@ -18,7 +18,9 @@ struct hak_slab *hak_shared_pool_take(unsigned node);
 void hak_shared_pool_give(struct hak_slab *slab);
 /* Every spare of node free for HAKMEM_DECAY_MS leaves, as above. */
 void hak_shared_pool_release_aged(unsigned node);
-/* Before node maps fresh memory for Mid, L25 or large blocks: every spare
+/* Before node hands out fresh memory for Mid, L25 or large blocks (a span
+ * of the PageArena, whose pages are untouched or were given back, or a
+ * large block mapped anew): every spare
  * free for a sixteenth of HAKMEM_DECAY_MS leaves, as the HotSpanBox's
  * stale spans leave before a SuperSlab is made (hot_span_box.h).  Kept
  * resident, the spares would add to the peak footprint of a program that

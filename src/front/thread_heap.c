@@ -139,6 +139,8 @@ static struct hak_slab *fresh_slab(struct hak_heap *heap, unsigned cls)
     return span;
 }
 
+static void release_idle_for_growth(struct hak_heap *heap, unsigned keep);
+
 static struct hak_slab *next_slab(struct hak_heap *heap, unsigned cls)
 {
     struct hak_slab *slab = list_pop(&heap->partial[cls]);
@@ -149,6 +151,7 @@ static struct hak_slab *next_slab(struct hak_heap *heap, unsigned cls)
         hak_slab_adopt(slab, heap, page_tag_of(heap));
         collect(heap, slab);
     } else {
+        release_idle_for_growth(heap, cls);
         slab = fresh_slab(heap, cls);
     }
     if (slab) {
@@ -160,7 +163,10 @@ static struct hak_slab *next_slab(struct hak_heap *heap, unsigned cls)
 
 /* ---- giving slabs back ---- */
 
-static void release_to_backend(struct hak_slab *slab)
+/* discard: the span's class idles while its thread grows in others
+ * (release_idle_for_growth): no hot span, as nothing is likely to take it
+ * before it ages out. */
+static void release_to_backend(struct hak_slab *slab, bool discard)
 {
     if (slab->kind == HAK_SLAB_SMALL) {
         hak_shared_pool_give(slab); /* cleared if it takes another class */
@@ -174,7 +180,10 @@ static void release_to_backend(struct hak_slab *slab)
         hak_os_unguard(slab->start + bytes - guarded, guarded);
     }
     hak_slab_clear_free_words(slab);
-    hak_hot_span_put(slab);
+    if (discard)
+        hak_hot_span_discard(slab);
+    else
+        hak_hot_span_put(slab);
 }
 
 /* A full slab got a block back (locally, or collected from its remote list). */
@@ -190,7 +199,7 @@ static void retire_if_empty(struct hak_heap *heap, struct hak_slab *slab)
     if (slab->state == HAK_STATE_PARTIAL && slab->used == 0 && !slab->queued) {
         list_remove(&heap->partial[slab->cls], slab);
         heap->stats[slab->cls].slabs_out++;
-        release_to_backend(slab);
+        release_to_backend(slab, heap->discard_spans);
     }
 }
 
@@ -522,7 +531,7 @@ static void release_cache(struct hak_heap *heap, unsigned cls)
     if (cur->used == 0 && !cur->queued) {
         heap->cur[cls] = &hak_empty_slab;
         heap->stats[cls].slabs_out++;
-        release_to_backend(cur);
+        release_to_backend(cur, heap->discard_spans);
     }
 }
 
@@ -538,6 +547,15 @@ static void shrink_idle(struct hak_heap *heap, unsigned cls)
         heap->seen_head[other] = heap->thread->head[other];
         heap->seen_room[other] = heap->thread->room[other];
     }
+}
+
+/* Whether cls's cache or current slab keeps anything release_cache gives
+ * back. */
+static bool holds_blocks(struct hak_heap *heap, unsigned cls)
+{
+    return cached_list(heap, cls) || heap->limit[cls] > cache_limit(cls) ||
+           heap->cur[cls] != &hak_empty_slab ||
+           (hak_class_is_small(cls) && heap->foreign_count[cls]);
 }
 
 /* Every IDLE_LOOK_EVENTS refills and flushes a heap reads the clock, and
@@ -559,24 +577,52 @@ static void shrink_idle(struct hak_heap *heap, unsigned cls)
 
 static void look_for_idle(struct hak_heap *heap, unsigned keep)
 {
+    heap->last_slow_ms[keep] = heap->slow_clock_ms;
+    heap->last_slow_allocs[keep] = heap->thread->allocs[keep];
     if (++heap->slow_events % IDLE_LOOK_EVENTS)
         return;
     uint64_t now = hak_os_now_ms();
+    heap->slow_clock_ms = now;
     if (!hak_os_aged(now, heap->idle_look_ms, hak_options.decay_ms))
         return;
     heap->idle_look_ms = now;
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         uint64_t allocs = heap->thread->allocs[cls];
-        if (cls != keep && allocs == heap->idle_allocs[cls] &&
-            (cached_list(heap, cls) || heap->limit[cls] > cache_limit(cls) ||
-             heap->cur[cls] != &hak_empty_slab ||
-             (hak_class_is_small(cls) && heap->foreign_count[cls])))
+        if (cls != keep && allocs == heap->idle_allocs[cls] && holds_blocks(heap, cls))
             release_cache(heap, cls);
         heap->idle_allocs[cls] = allocs;
     }
     hak_hot_span_release_aged(heap->node);
     hak_shared_pool_release_aged(heap->node);
     hak_os_release_reservation_over_limit();
+}
+
+/* Before the heap takes a slab or span from its backend for cls: the
+ * classes that served no malloc since their last refill or flush, a
+ * sixteenth of HAKMEM_DECAY_MS before the idle look last read the clock or
+ * more, give their blocks back, and the spans that empties go back to the
+ * PageArena, their pages decommitted, as stale hot spans and spare
+ * SuperSlabs go back when their node takes fresh memory
+ * (arena/hot_span_box.h, arena/shared_pool.h).  A program whose work moved
+ * on to other sizes (a phase of 1-4 KiB blocks, then one of small ones)
+ * would otherwise keep the last phase's caches, up to 16 MiB a thread, and
+ * their spans in the HotSpanBox, resident through the next for a decay
+ * period (bench/phases: 19-20 MB of caches and 5-7 MB of spans).  A class
+ * that only hits its cache counts its mallocs, and stays.  Once per
+ * reading of the clock: an L25 class takes a span at every refill. */
+static void release_idle_for_growth(struct hak_heap *heap, unsigned keep)
+{
+    uint64_t now = heap->slow_clock_ms;
+    if (now == heap->growth_look_ms)
+        return;
+    heap->growth_look_ms = now;
+    uint64_t stale_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
+    heap->discard_spans = true;
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
+        if (cls != keep && heap->thread->allocs[cls] == heap->last_slow_allocs[cls] &&
+            hak_os_aged(now, heap->last_slow_ms[cls], stale_ms) && holds_blocks(heap, cls))
+            release_cache(heap, cls);
+    heap->discard_spans = false;
 }
 
 /* Whether the program writes little of the blocks of cls, a class that is
@@ -710,6 +756,9 @@ static struct hak_heap *heap_create(void)
             heap->small_cache_bytes += (uint64_t)heap->limit[cls] * hak_class_size[cls];
     }
     heap->node = hak_numa_thread_node();
+    /* A class's first refills, before the idle look reads the clock, are
+     * as old as the heap (release_idle_for_growth). */
+    heap->slow_clock_ms = hak_os_now_ms();
     if (hak_harden.memcheck)
         heap->quarantine = hak_quarantine_create();
     /* A heap made for a destructor's malloc after the thread's exit hook
@@ -1387,7 +1436,7 @@ static void release_abandoned(struct hak_heap *heap)
                 next = slab->next;
                 collect(heap, slab);
                 if (slab->used == 0) {
-                    release_to_backend(slab);
+                    release_to_backend(slab, false);
                 } else {
                     slab->next = in_use;
                     in_use = slab;
@@ -1423,7 +1472,7 @@ static void leave_slab(struct hak_heap *heap, struct hak_slab *slab, struct hak_
 {
     collect(heap, slab);
     if (slab->used == 0) {
-        release_to_backend(slab);
+        release_to_backend(slab, false);
     } else {
         slab->next = *abandon;
         *abandon = slab;

@@ -15,7 +15,13 @@
  * mallocs from, brings it back to its first size and gives back its
  * current slab, and keeps the caches of the classes it still mallocs from;
  * then the spans that release emptied leave the node's HotSpanBox, where
- * no span is put or taken. */
+ * no span is put or taken.
+ *
+ * A thread that takes a fresh slab for one class first empties the caches
+ * of the classes it has not malloc'd from since their last refill or
+ * flush, a sixteenth of the decay ago or more, and their emptied spans
+ * leave at once, decommitted, with no stay in the HotSpanBox; a class it
+ * malloc'd from since, or idle for less, keeps its cache. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -298,6 +304,55 @@ static void *body(void *arg)
     return NULL;
 }
 
+/* Blocks of 64 B held until the end: enough for fresh slabs. */
+static void *grown[2][4096];
+
+static void grow_small(unsigned phase)
+{
+    for (unsigned i = 0; i < sizeof(grown[0]) / sizeof(grown[0][0]); i++)
+        if (!(grown[phase][i] = unit_malloc(64)))
+            hard_error("malloc(64) failed");
+}
+
+static void *growth_body(void *arg)
+{
+    (void)arg;
+    enum { STALE_MS = 50 };
+    uint64_t decay_ms = hak_options.decay_ms;
+    hak_options.decay_ms = UINT64_MAX; /* no idle look meanwhile */
+    hak_options.huge_pages = HAK_HUGE_OFF;
+    unsigned idle = hak_class_of(5000), busy = hak_class_of(3000);
+    churn(5000);
+    churn(3000);
+    CHECK(hak_tls.head[idle] != HAK_LIST_END && hak_tls.head[busy] != HAK_LIST_END,
+          "the churned classes left no block in their caches");
+    hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * STALE_MS;
+    grow_small(0); /* idle for less than a sixteenth of the decay */
+    CHECK(hak_tls.head[idle] != HAK_LIST_END, "5000 B: a cache idle for less than %d ms emptied",
+          STALE_MS);
+
+    nanosleep(&(struct timespec){.tv_nsec = 2 * STALE_MS * 1000 * 1000}, NULL);
+    free(unit_malloc(3000));
+    uint64_t spans = 0;
+    size_t hot_before = hak_hot_span_retained(hak_tls.heap->node, &spans);
+    grow_small(1);
+    CHECK(hak_tls.head[idle] == HAK_LIST_END, "5000 B: the idle cache kept its blocks");
+    CHECK(hak_tls.heap->limit[idle] == first_limit[idle],
+          "5000 B: the idle cache stayed at %u blocks, not its first %u", hak_tls.heap->limit[idle],
+          first_limit[idle]);
+    CHECK(hak_tls.head[busy] != HAK_LIST_END, "3000 B: a class malloc used since lost its cache");
+    spans = 0;
+    size_t hot_after = hak_hot_span_retained(hak_tls.heap->node, &spans);
+    CHECK(hot_after <= hot_before,
+          "the idle class's spans went to the HotSpanBox: %zu bytes, not %zu", hot_after,
+          hot_before);
+    for (unsigned phase = 0; phase < 2; phase++)
+        for (unsigned i = 0; i < sizeof(grown[0]) / sizeof(grown[0][0]); i++)
+            free(grown[phase][i]);
+    hak_options.decay_ms = decay_ms;
+    return NULL;
+}
+
 int main(void)
 {
     unit_watchdog();
@@ -312,6 +367,7 @@ int main(void)
     /* A thread of its own: a fresh heap, whatever the start-up allocated. */
     unit_thread_run(body, NULL);
     unit_thread_run(shrinking_body, NULL);
+    unit_thread_run(growth_body, NULL);
     check_crowded_share(6, 8 * MiB);
     check_crowded_share(32, 4 * MiB);
     return test_result("test_cache_growth");

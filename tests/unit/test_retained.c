@@ -9,8 +9,9 @@
  * slabs after the spares'.  The test runs again under an address-space limit, where there is
  * no region.  The large-block gauges that mallinfo reads follow blocks out
  * and back.  A SuperSlab or large block mapped anew first lets go of the
- * HotSpanBox's stale spans, and a chunk for Mid and L25 spans or a large
- * block of the shared pool's stale spares. */
+ * HotSpanBox's stale spans, as a retired SuperSlab taken again does, and
+ * a span of the PageArena or a large block of the shared pool's stale
+ * spares. */
 #include <string.h>
 
 #include "arena/hot_span_box.h"
@@ -264,7 +265,7 @@ static void test_spare_superslabs(bool region)
  * spans that sat idle for a sixteenth of the decay: freed Mid and L25 memory
  * that nothing took again, which would add to the footprint of the growth.
  * The spans freed since stay. */
-static void test_growth_releases_stale_spans(void)
+static void test_growth_releases_stale_spans(bool region)
 {
     enum { STALE_MS = 5000, PAGES = 4 };
     uint64_t decay_ms = hak_options.decay_ms;
@@ -311,6 +312,28 @@ static void test_growth_releases_stale_spans(void)
           (unsigned long long)count);
     large_free(large);
     hak_large_release_cached(0);
+
+    /* A retired SuperSlab's slab taken again, the same: its pages went
+     * back, and are fresh memory. */
+    if (region) {
+        cycle_superslabs(1);
+        hak_shared_pool_release(0); /* the spare retires */
+        struct hak_slab *stale_again = hak_page_arena_alloc(0, PAGES);
+        if (!stale_again)
+            hard_error("hak_page_arena_alloc(0, %d) failed", PAGES);
+        hak_hot_span_put(stale_again);
+        unit_age_hot_span(stale_again, 2 * STALE_MS);
+        taken = 0;
+        do
+            slabs[taken++] = take_slab();
+        while (slabs[taken - 1]->chunk != chunks[0] && taken < sizeof(slabs) / sizeof(slabs[0]));
+        count = 0;
+        CHECK(slabs[taken - 1]->chunk == chunks[0] && hak_hot_span_retained(0, &count) == 0,
+              "after a retired SuperSlab's slab was taken the box still holds %llu spans",
+              (unsigned long long)count);
+        for (unsigned i = 0; i < taken; i++)
+            hak_shared_pool_give(slabs[i]);
+    }
     hak_hot_span_put(fence);
     hak_hot_span_release_all(0);
     hak_options.decay_ms = decay_ms;
@@ -551,7 +574,7 @@ int main(int argc, char **argv)
     CHECK(!limited || !region, "a SuperSlab region reserved under an address-space limit");
     test_spare_superslabs(region);
     test_spares_age(region);
-    test_growth_releases_stale_spans();
+    test_growth_releases_stale_spans(region);
     test_growth_releases_stale_spares(region);
     test_hot_budget_grows();
     if (!region)
