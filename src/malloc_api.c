@@ -111,8 +111,12 @@ static size_t usable_size(struct hak_chunk_head *chunk, void *ptr)
     return hak_harden.checked ? hak_heap_requested_size(slab, ptr) : slab->block_size;
 }
 
-/* flatten: GCC would rather jump to alloc, one instruction more per malloc. */
-HAK_API __attribute__((flatten)) void *hak_malloc(size_t size)
+/* flatten: GCC would rather jump to alloc, one instruction more per malloc.
+ * aligned(64), here and on free: where the two start within a cache line
+ * moved with every change to the code before them, and their speed with
+ * it (mid_batch 6% and batch_free 13% slower at one place than at the
+ * next, with the same instructions). */
+HAK_API __attribute__((flatten, aligned(64))) void *hak_malloc(size_t size)
 {
     return alloc(size);
 }
@@ -160,7 +164,7 @@ static HAK_NOIPA __attribute__((cold)) void refuse_foreign(const char *call, con
     hak_fatal(call, ptr);
 }
 
-HAK_API void hak_free(void *ptr)
+HAK_API __attribute__((aligned(64))) void hak_free(void *ptr)
 {
     struct hak_thread *self = hak_my_thread();
     uintptr_t part_offset;
