@@ -45,6 +45,8 @@ static void churn_rounds(size_t size, size_t written, int rounds)
 {
     static void *blocks[MAX_BLOCKS];
     uint32_t count = (uint32_t)(4 * MiB / hak_class_size[hak_class_of(size)]) + 64;
+    if (count > MAX_BLOCKS)
+        hard_error("churn_rounds(%zu): %u blocks, more than %d", size, count, MAX_BLOCKS);
     for (int round = 0; round < rounds; round++) {
         for (uint32_t i = 0; i < count; i++) {
             if (!(blocks[i] = malloc(size)))
@@ -305,50 +307,63 @@ static void *body(void *arg)
 }
 
 /* Blocks of 64 B held until the end: enough for fresh slabs. */
-static void *grown[2][4096];
+/* 64 B blocks held until the end: fresh slabs, a quarter MiB a round. */
+enum { GROWN_ROUNDS = 64, GROWN_BLOCKS = 4096 };
+static void *grown[GROWN_ROUNDS][GROWN_BLOCKS];
+static unsigned grown_rounds;
 
-static void grow_small(unsigned phase)
+/* Rounds of 64 B blocks, up to rounds more, or until the cache of class
+ * until (if below HAK_NUM_CLASSES) is empty: the heap reads the clock at
+ * every IDLE_LOOK_EVENTS refills, and looks for idle classes at the next
+ * fresh slab after. */
+static void grow_small(unsigned rounds, unsigned until)
 {
-    for (unsigned i = 0; i < sizeof(grown[0]) / sizeof(grown[0][0]); i++)
-        if (!(grown[phase][i] = unit_malloc(64)))
-            hard_error("malloc(64) failed");
+    for (unsigned r = 0; r < rounds && grown_rounds < GROWN_ROUNDS; r++, grown_rounds++) {
+        for (unsigned i = 0; i < GROWN_BLOCKS; i++)
+            if (!(grown[grown_rounds][i] = unit_malloc(64)))
+                hard_error("malloc(64) failed");
+        if (until < HAK_NUM_CLASSES && hak_tls.head[until] == HAK_LIST_END)
+            return;
+    }
 }
 
 static void *growth_body(void *arg)
 {
     (void)arg;
-    enum { STALE_MS = 50 };
+    enum { STALE_MS = 50, NEVER_STALE_MS = 3600 * 1000 };
     uint64_t decay_ms = hak_options.decay_ms;
     hak_options.decay_ms = UINT64_MAX; /* no idle look meanwhile */
     hak_options.huge_pages = HAK_HUGE_OFF;
-    unsigned idle = hak_class_of(5000), busy = hak_class_of(3000);
-    churn(5000);
-    churn(3000);
+    unsigned idle = hak_class_of(12000), busy = hak_class_of(9000);
+    churn(12000);
+    churn(9000);
     CHECK(hak_tls.head[idle] != HAK_LIST_END && hak_tls.head[busy] != HAK_LIST_END,
           "the churned classes left no block in their caches");
-    hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * STALE_MS;
-    grow_small(0); /* idle for less than a sixteenth of the decay */
-    CHECK(hak_tls.head[idle] != HAK_LIST_END, "5000 B: a cache idle for less than %d ms emptied",
-          STALE_MS);
+    /* However slow the machine, idle for less than a sixteenth. */
+    hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * (uint64_t)NEVER_STALE_MS;
+    grow_small(8, HAK_NUM_CLASSES);
+    CHECK(hak_tls.head[idle] != HAK_LIST_END,
+          "12000 B: a cache idle for less than a sixteenth of the decay emptied");
 
+    hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * STALE_MS;
     nanosleep(&(struct timespec){.tv_nsec = 2 * STALE_MS * 1000 * 1000}, NULL);
-    free(unit_malloc(3000));
+    free(unit_malloc(9000));
     uint64_t spans = 0;
     size_t hot_before = hak_hot_span_retained(hak_tls.heap->node, &spans);
-    grow_small(1);
-    CHECK(hak_tls.head[idle] == HAK_LIST_END, "5000 B: the idle cache kept its blocks");
+    grow_small(GROWN_ROUNDS, idle);
+    CHECK(hak_tls.head[idle] == HAK_LIST_END, "12000 B: the idle cache kept its blocks");
     CHECK(hak_tls.heap->limit[idle] == first_limit[idle],
-          "5000 B: the idle cache stayed at %u blocks, not its first %u", hak_tls.heap->limit[idle],
-          first_limit[idle]);
-    CHECK(hak_tls.head[busy] != HAK_LIST_END, "3000 B: a class malloc used since lost its cache");
+          "12000 B: the idle cache stayed at %u blocks, not its first %u",
+          hak_tls.heap->limit[idle], first_limit[idle]);
+    CHECK(hak_tls.head[busy] != HAK_LIST_END, "9000 B: a class malloc used since lost its cache");
     spans = 0;
     size_t hot_after = hak_hot_span_retained(hak_tls.heap->node, &spans);
     CHECK(hot_after <= hot_before,
           "the idle class's spans went to the HotSpanBox: %zu bytes, not %zu", hot_after,
           hot_before);
-    for (unsigned phase = 0; phase < 2; phase++)
-        for (unsigned i = 0; i < sizeof(grown[0]) / sizeof(grown[0][0]); i++)
-            free(grown[phase][i]);
+    for (unsigned r = 0; r < grown_rounds; r++)
+        for (unsigned i = 0; i < GROWN_BLOCKS; i++)
+            free(grown[r][i]);
     hak_options.decay_ms = decay_ms;
     return NULL;
 }
