@@ -29,9 +29,6 @@
 #include <stdint.h>
 
 #define HAK_API __attribute__((visibility("default")))
-/* Exports name as another name of target, the same code. */
-#define HAK_EXPORT_AS(name, target)                                                                \
-    __typeof__(target) name __attribute__((alias(#target), visibility("default")))
 /* On every global one file defines and others use: -fvisibility=hidden
  * covers definitions only, and without this the compiler reaches a global
  * declared extern through the GOT, an instruction more at each use. */
@@ -410,13 +407,17 @@ struct hak_heap {
     uint32_t slow_events;
     uint64_t idle_look_ms;
     uint64_t idle_allocs[HAK_NUM_CLASSES];
-    /* The clock as the idle look last read it, and each class's reading
-     * and mallocs at its last refill or flush (thread_heap.c,
-     * release_idle_for_growth). */
-    uint64_t slow_clock_ms;
-    uint64_t growth_look_ms; /* slow_clock_ms at the last such look */
-    uint64_t last_slow_ms[HAK_NUM_CLASSES];
-    uint64_t last_slow_allocs[HAK_NUM_CLASSES];
+    /* For release_idle_for_growth (thread_heap.c): the time of each
+     * class's last refill or flush and its mallocs then; its mallocs when
+     * the idle look last read the clock, and the first reading that saw
+     * them change (the class malloc'd no later); the last such release.
+     * Milliseconds and mallocs modulo 2^32, compared for age and equality
+     * only: the heap fits hak_meta_alloc's biggest record. */
+    uint32_t slow_ms[HAK_NUM_CLASSES];
+    uint32_t slow_allocs[HAK_NUM_CLASSES];
+    uint32_t read_allocs[HAK_NUM_CLASSES];
+    uint32_t active_ms[HAK_NUM_CLASSES];
+    uint64_t growth_look_ms;
     bool discard_spans;                    /* while release_idle_for_growth releases caches */
     struct hak_slab *cur[HAK_NUM_CLASSES]; /* slab refills carve from */
     struct hak_slab_list partial[HAK_NUM_CLASSES];

@@ -18,6 +18,10 @@
 #include "numa/node.h"
 #include "os.h"
 
+/* Exports name as another name of target, the same code. */
+#define HAK_EXPORT_AS(name, target)                                                                \
+    __typeof__(target) name __attribute__((alias(#target), visibility("default")))
+
 static void *fail_nomem(void)
 {
     errno = ENOMEM;

@@ -50,8 +50,8 @@ const struct hak_option hak_option_table[] = {
      "back as soon as its node takes fresh memory for small or large blocks, and an empty "
      "SuperSlab idle that long as soon as it takes fresh memory for Mid, L25 or large blocks; a "
      "thread that keeps allocating gives back the cache of a size it has not allocated for one "
-     "to two times this long, or for a sixteenth of it when it takes fresh memory for another "
-     "size (the spans its blocks leave empty then go back at once)",
+     "to two times this long, or for a sixteenth of it when it takes a slab for another size "
+     "from its node (the spans its blocks leave empty then go back at once)",
      NULL},
     {"HAKMEM_SMALL_CACHE", HAK_OPT_U32, &hak_options.small_cache,
      "free blocks a thread caches per small class (C0-C19) at first",

@@ -7,7 +7,8 @@
 #include "../stats.h"
 
 #define META_REGION (1u << 20)
-#define META_SIZE_CLASSES 8 /* 64 B ... 8 KiB */
+#define META_SIZE_CLASSES 8 /* 64 B ... HAK_META_MAX_BYTES */
+_Static_assert(HAK_META_MAX_BYTES == HAK_CACHE_LINE << (META_SIZE_CLASSES - 1), "meta classes");
 
 /* Freed records by size class; bump allocation from the current region. */
 static struct meta_state {

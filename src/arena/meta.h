@@ -5,7 +5,11 @@
 
 #include "../internal.h"
 
-/* Zeroed, cache-line aligned; NULL when the OS refuses memory. */
+/* The biggest record hak_meta_alloc serves. */
+#define HAK_META_MAX_BYTES (HAK_CACHE_LINE << 7)
+
+/* Zeroed, cache-line aligned; NULL when the OS refuses memory or size is
+ * over HAK_META_MAX_BYTES. */
 void *hak_meta_alloc(size_t size);
 /* Returns an object of that size for reuse by a later hak_meta_alloc. */
 void hak_meta_free(void *obj, size_t size);

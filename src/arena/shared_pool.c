@@ -237,25 +237,27 @@ void hak_shared_pool_give(struct hak_slab *slab)
     retire(pool, leaving);
 }
 
-static void release_older(unsigned node, uint64_t age_ms)
+static void release_older(unsigned node, uint64_t age_ms, unsigned max)
 {
     struct shared_pool *pool = &pools[node];
     struct hak_superslab *leaving = NULL;
     uint64_t now = hak_os_now_ms();
     pthread_mutex_lock(lock_of(pool));
-    leave_older(pool, now, age_ms, UINT_MAX, &leaving);
+    leave_older(pool, now, age_ms, max, &leaving);
     pthread_mutex_unlock(lock_of(pool));
     retire(pool, leaving);
 }
 
 void hak_shared_pool_release_aged(unsigned node)
 {
-    release_older(node, hak_options.decay_ms);
+    release_older(node, hak_options.decay_ms, UINT_MAX);
 }
 
+/* As a free that empties a SuperSlab: a few at a time, for this is a
+ * malloc (48 MiB of spares retired at once took 5 ms). */
 void hak_shared_pool_release_stale(unsigned node)
 {
-    release_older(node, hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION);
+    release_older(node, hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION, MAX_RETIRED_BY_FREE);
 }
 
 size_t hak_shared_pool_release(unsigned node)

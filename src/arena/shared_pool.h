@@ -20,12 +20,12 @@ void hak_shared_pool_give(struct hak_slab *slab);
 void hak_shared_pool_release_aged(unsigned node);
 /* Before node hands out fresh memory for Mid, L25 or large blocks (a span
  * of the PageArena, whose pages are untouched or were given back, or a
- * large block mapped anew): every spare
- * free for a sixteenth of HAKMEM_DECAY_MS leaves, as the HotSpanBox's
- * stale spans leave before a SuperSlab is made (hot_span_box.h).  Kept
- * resident, the spares would add to the peak footprint of a program that
- * freed its small blocks of one phase and grows in bigger ones in the next,
- * which they cannot serve. */
+ * large block mapped anew): the spares free for a sixteenth of
+ * HAKMEM_DECAY_MS leave, oldest first, four at a call (the next calls take
+ * the others), as the HotSpanBox's stale spans leave before a SuperSlab is
+ * made (hot_span_box.h).  Kept resident, the spares would add to the peak
+ * footprint of a program that freed its small blocks of one phase and
+ * grows in bigger ones in the next, which they cannot serve. */
 void hak_shared_pool_release_stale(unsigned node);
 /* malloc_trim: unmaps node's spare SuperSlabs (decommits those in the
  * region) and decommits the pages its free slabs ever handed out; returns

@@ -575,14 +575,28 @@ static bool holds_blocks(struct hak_heap *heap, unsigned cls)
  * exits or calls malloc_trim: the fast paths pay for no clock. */
 #define IDLE_LOOK_EVENTS 64
 
+/* A reading of the clock, now: the classes that malloc'd since the last
+ * are active as of now. */
+static void note_active_classes(struct hak_heap *heap, uint64_t now)
+{
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
+        uint32_t allocs = (uint32_t)heap->thread->allocs[cls];
+        if (allocs != heap->read_allocs[cls]) {
+            heap->read_allocs[cls] = allocs;
+            heap->active_ms[cls] = (uint32_t)now;
+        }
+    }
+}
+
 static void look_for_idle(struct hak_heap *heap, unsigned keep)
 {
-    heap->last_slow_ms[keep] = heap->slow_clock_ms;
-    heap->last_slow_allocs[keep] = heap->thread->allocs[keep];
+    /* A coarse clock, from the vDSO: some 20 ns. */
+    uint64_t now = hak_os_now_ms();
+    heap->slow_ms[keep] = (uint32_t)now;
+    heap->slow_allocs[keep] = (uint32_t)heap->thread->allocs[keep];
     if (++heap->slow_events % IDLE_LOOK_EVENTS)
         return;
-    uint64_t now = hak_os_now_ms();
-    heap->slow_clock_ms = now;
+    note_active_classes(heap, now);
     if (!hak_os_aged(now, heap->idle_look_ms, hak_options.decay_ms))
         return;
     heap->idle_look_ms = now;
@@ -597,31 +611,36 @@ static void look_for_idle(struct hak_heap *heap, unsigned keep)
     hak_os_release_reservation_over_limit();
 }
 
-/* Before the heap takes a slab or span from its backend for cls: the
- * classes that served no malloc since their last refill or flush, a
- * sixteenth of HAKMEM_DECAY_MS before the idle look last read the clock or
- * more, give their blocks back, and the spans that empties go back to the
- * PageArena, their pages decommitted, as stale hot spans and spare
- * SuperSlabs go back when their node takes fresh memory
+/* Before the heap takes a slab or span from its node's backend for cls:
+ * the classes that served no malloc for a sixteenth of HAKMEM_DECAY_MS or
+ * more give their blocks back: none since a refill or flush that long ago,
+ * or none since the idle look's reading of the clock that first saw their
+ * last (note_active_classes), that long ago.  The spans that empties go
+ * back to the PageArena, their pages decommitted, as stale hot spans and
+ * spare SuperSlabs go back when their node takes fresh memory
  * (arena/hot_span_box.h, arena/shared_pool.h).  A program whose work moved
  * on to other sizes (a phase of 1-4 KiB blocks, then one of small ones)
  * would otherwise keep the last phase's caches, up to 16 MiB a thread, and
  * their spans in the HotSpanBox, resident through the next for a decay
- * period (bench/phases: 19-20 MB of caches and 5-7 MB of spans).  A class
- * that only hits its cache counts its mallocs, and stays.  Once per
- * reading of the clock: an L25 class takes a span at every refill. */
+ * period (bench/phases: 19-20 MB of caches and 5-7 MB of spans).  Once a
+ * millisecond at most: an L25 class takes a span at every refill. */
 static void release_idle_for_growth(struct hak_heap *heap, unsigned keep)
 {
-    uint64_t now = heap->slow_clock_ms;
+    uint64_t now = hak_os_now_ms();
     if (now == heap->growth_look_ms)
         return;
     heap->growth_look_ms = now;
-    uint64_t stale_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
+    uint64_t stale = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
+    uint32_t stale_ms = stale < UINT32_MAX ? (uint32_t)stale : UINT32_MAX;
     heap->discard_spans = true;
-    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
-        if (cls != keep && heap->thread->allocs[cls] == heap->last_slow_allocs[cls] &&
-            hak_os_aged(now, heap->last_slow_ms[cls], stale_ms) && holds_blocks(heap, cls))
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
+        uint32_t allocs = (uint32_t)heap->thread->allocs[cls];
+        bool idle =
+            (allocs == heap->slow_allocs[cls] && (uint32_t)now - heap->slow_ms[cls] >= stale_ms) ||
+            (allocs == heap->read_allocs[cls] && (uint32_t)now - heap->active_ms[cls] >= stale_ms);
+        if (cls != keep && idle && holds_blocks(heap, cls))
             release_cache(heap, cls);
+    }
     heap->discard_spans = false;
 }
 
@@ -732,6 +751,8 @@ static void follow_cpu(struct hak_heap *heap)
         move_to_node(heap, node);
 }
 
+_Static_assert(sizeof(struct hak_heap) <= HAK_META_MAX_BYTES, "a heap is one meta record");
+
 static struct hak_heap *heap_create(void)
 {
     hak_init();
@@ -756,9 +777,6 @@ static struct hak_heap *heap_create(void)
             heap->small_cache_bytes += (uint64_t)heap->limit[cls] * hak_class_size[cls];
     }
     heap->node = hak_numa_thread_node();
-    /* A class's first refills, before the idle look reads the clock, are
-     * as old as the heap (release_idle_for_growth). */
-    heap->slow_clock_ms = hak_os_now_ms();
     if (hak_harden.memcheck)
         heap->quarantine = hak_quarantine_create();
     /* A heap made for a destructor's malloc after the thread's exit hook

@@ -21,7 +21,8 @@
  * of the classes it has not malloc'd from since their last refill or
  * flush, a sixteenth of the decay ago or more, and their emptied spans
  * leave at once, decommitted, with no stay in the HotSpanBox; a class it
- * malloc'd from since, or idle for less, keeps its cache. */
+ * malloc'd from since, or idle for less (also after the heap itself sat
+ * idle), keeps its cache. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -330,7 +331,7 @@ static void grow_small(unsigned rounds, unsigned until)
 static void *growth_body(void *arg)
 {
     (void)arg;
-    enum { STALE_MS = 50, NEVER_STALE_MS = 3600 * 1000 };
+    enum { STALE_MS = 50, WOKEN_STALE_MS = 1000, NEVER_STALE_MS = 3600 * 1000 };
     uint64_t decay_ms = hak_options.decay_ms;
     hak_options.decay_ms = UINT64_MAX; /* no idle look meanwhile */
     hak_options.huge_pages = HAK_HUGE_OFF;
@@ -344,6 +345,16 @@ static void *growth_body(void *arg)
     grow_small(8, HAK_NUM_CLASSES);
     CHECK(hak_tls.head[idle] != HAK_LIST_END,
           "12000 B: a cache idle for less than a sixteenth of the decay emptied");
+
+    /* A class used after the heap sat idle is young, though the heap's
+     * last reading of the clock before it is old. */
+    unsigned woken = hak_class_of(20000);
+    hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * (uint64_t)WOKEN_STALE_MS;
+    nanosleep(&(struct timespec){.tv_sec = 1, .tv_nsec = 200 * 1000 * 1000}, NULL);
+    churn_rounds(20000, 64, 1);
+    grow_small(8, HAK_NUM_CLASSES);
+    CHECK(hak_tls.head[woken] != HAK_LIST_END,
+          "20000 B: a class used just now lost its cache as if idle since the heap's last reading");
 
     hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * STALE_MS;
     nanosleep(&(struct timespec){.tv_nsec = 2 * STALE_MS * 1000 * 1000}, NULL);
