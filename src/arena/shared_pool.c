@@ -82,11 +82,12 @@ static void leave_spares(struct shared_pool *pool, struct hak_superslab *ss,
     *leaving = ss;
 }
 
-/* Spares a free that empties a SuperSlab retires at most, oldest first:
+/* Spares a free that empties a SuperSlab, or a malloc that takes fresh
+ * memory (hak_shared_pool_release_stale), retires at most, oldest first:
  * each takes up to a madvise per slab, and a burst of them aged together
- * would stall that one free (the old cap of four spares bounded it too).
- * The others leave at the next such free or at the heaps' idle look. */
-#define MAX_RETIRED_BY_FREE 4
+ * would stall that one call (the old cap of four spares bounded it too).
+ * The others leave at the next such call or at the heaps' idle look. */
+#define MAX_RETIRED_BY_CALL 4
 
 /* Under the pool's lock: up to max of the spares free for age_ms leave. */
 static void leave_older(struct shared_pool *pool, uint64_t now, uint64_t age_ms, unsigned max,
@@ -230,7 +231,7 @@ void hak_shared_pool_give(struct hak_slab *slab)
     if (ss->used_slabs == 0) {
         uint64_t now = hak_os_now_ms();
         list_remove(&pool->with_free, ss);
-        leave_older(pool, now, hak_options.decay_ms, MAX_RETIRED_BY_FREE, &leaving);
+        leave_older(pool, now, hak_options.decay_ms, MAX_RETIRED_BY_CALL, &leaving);
         keep_spare(pool, ss, now, &leaving);
     }
     pthread_mutex_unlock(lock_of(pool));
@@ -253,11 +254,11 @@ void hak_shared_pool_release_aged(unsigned node)
     release_older(node, hak_options.decay_ms, UINT_MAX);
 }
 
-/* As a free that empties a SuperSlab: a few at a time, for this is a
- * malloc (48 MiB of spares retired at once took 5 ms). */
+/* A few at a time, for this is a malloc (48 MiB of spares retired at
+ * once took 5 ms). */
 void hak_shared_pool_release_stale(unsigned node)
 {
-    release_older(node, hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION, MAX_RETIRED_BY_FREE);
+    release_older(node, hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION, MAX_RETIRED_BY_CALL);
 }
 
 size_t hak_shared_pool_release(unsigned node)

@@ -307,22 +307,25 @@ static void *body(void *arg)
     return NULL;
 }
 
-/* Blocks of 64 B held until the end: enough for fresh slabs. */
 /* 64 B blocks held until the end: fresh slabs, a quarter MiB a round. */
 enum { GROWN_ROUNDS = 64, GROWN_BLOCKS = 4096 };
 static void *grown[GROWN_ROUNDS][GROWN_BLOCKS];
 static unsigned grown_rounds;
 
 /* Rounds of 64 B blocks, up to rounds more, or until the cache of class
- * until (if below HAK_NUM_CLASSES) is empty: the heap reads the clock at
- * every IDLE_LOOK_EVENTS refills, and looks for idle classes at the next
- * fresh slab after. */
-static void grow_small(unsigned rounds, unsigned until)
+ * until (if below HAK_NUM_CLASSES) is empty, each after a malloc and free
+ * of busy bytes (if not 0): the heap reads the clock at every
+ * IDLE_LOOK_EVENTS refills, and looks for idle classes at the next fresh
+ * slab after. */
+static void grow_small(unsigned rounds, unsigned until, size_t busy)
 {
-    for (unsigned r = 0; r < rounds && grown_rounds < GROWN_ROUNDS; r++, grown_rounds++) {
+    for (unsigned r = 0; r < rounds && grown_rounds < GROWN_ROUNDS; r++) {
+        if (busy)
+            free(unit_malloc(busy));
         for (unsigned i = 0; i < GROWN_BLOCKS; i++)
             if (!(grown[grown_rounds][i] = unit_malloc(64)))
                 hard_error("malloc(64) failed");
+        grown_rounds++;
         if (until < HAK_NUM_CLASSES && hak_tls.head[until] == HAK_LIST_END)
             return;
     }
@@ -332,46 +335,60 @@ static void *growth_body(void *arg)
 {
     (void)arg;
     enum { STALE_MS = 50, WOKEN_STALE_MS = 1000, NEVER_STALE_MS = 3600 * 1000 };
+    enum { WOKEN_SIZE = 100000, WOKEN_BLOCKS = 40 };
     uint64_t decay_ms = hak_options.decay_ms;
-    hak_options.decay_ms = UINT64_MAX; /* no idle look meanwhile */
     hak_options.huge_pages = HAK_HUGE_OFF;
+
+    /* A class used after the heap sat idle is young, though the heap's
+     * last reading of the clock before it is old: blocks written whole
+     * (their cache keeps its first size) whose frees end in a flush. */
+    hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * (uint64_t)WOKEN_STALE_MS;
+    free(unit_malloc(64));
+    nanosleep(&(struct timespec){.tv_sec = 1, .tv_nsec = 200 * 1000 * 1000}, NULL);
+    static void *woken_blocks[WOKEN_BLOCKS];
+    for (unsigned i = 0; i < WOKEN_BLOCKS; i++) {
+        if (!(woken_blocks[i] = unit_malloc(WOKEN_SIZE)))
+            hard_error("malloc(%d) failed", WOKEN_SIZE);
+        memset(woken_blocks[i], 1, WOKEN_SIZE);
+    }
+    for (unsigned i = 0; i < WOKEN_BLOCKS; i++)
+        free(woken_blocks[i]);
+    unsigned woken = hak_class_of(WOKEN_SIZE);
+    CHECK(hak_tls.head[woken] != HAK_LIST_END, "%d B: the frees left no block in the cache",
+          WOKEN_SIZE);
+    grow_small(8, HAK_NUM_CLASSES, 0);
+    CHECK(hak_tls.head[woken] != HAK_LIST_END,
+          "%d B: a class used just now lost its cache as if idle since the heap's last reading",
+          WOKEN_SIZE);
+
+    hak_options.decay_ms = UINT64_MAX; /* none idle meanwhile */
     unsigned idle = hak_class_of(12000), busy = hak_class_of(9000);
     churn(12000);
     churn(9000);
-    CHECK(hak_tls.head[idle] != HAK_LIST_END && hak_tls.head[busy] != HAK_LIST_END,
-          "the churned classes left no block in their caches");
+    CHECK(hak_tls.head[idle] != HAK_LIST_END && hak_tls.heap->limit[busy] > first_limit[busy],
+          "the churned classes left no block in their caches, or did not grow them");
     /* However slow the machine, idle for less than a sixteenth. */
     hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * (uint64_t)NEVER_STALE_MS;
-    grow_small(8, HAK_NUM_CLASSES);
+    grow_small(8, HAK_NUM_CLASSES, 0);
     CHECK(hak_tls.head[idle] != HAK_LIST_END,
           "12000 B: a cache idle for less than a sixteenth of the decay emptied");
 
-    /* A class used after the heap sat idle is young, though the heap's
-     * last reading of the clock before it is old. */
-    unsigned woken = hak_class_of(20000);
-    hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * (uint64_t)WOKEN_STALE_MS;
-    nanosleep(&(struct timespec){.tv_sec = 1, .tv_nsec = 200 * 1000 * 1000}, NULL);
-    churn_rounds(20000, 64, 1);
-    grow_small(8, HAK_NUM_CLASSES);
-    CHECK(hak_tls.head[woken] != HAK_LIST_END,
-          "20000 B: a class used just now lost its cache as if idle since the heap's last reading");
-
+    /* Idle past it, beside a class malloc keeps using. */
     hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * STALE_MS;
     nanosleep(&(struct timespec){.tv_nsec = 2 * STALE_MS * 1000 * 1000}, NULL);
-    free(unit_malloc(9000));
-    uint64_t spans = 0;
-    size_t hot_before = hak_hot_span_retained(hak_tls.heap->node, &spans);
-    grow_small(GROWN_ROUNDS, idle);
+    hak_hot_span_release_all(hak_tls.heap->node); /* the spans of the steps before */
+    grow_small(GROWN_ROUNDS, idle, 9000);
     CHECK(hak_tls.head[idle] == HAK_LIST_END, "12000 B: the idle cache kept its blocks");
     CHECK(hak_tls.heap->limit[idle] == first_limit[idle],
           "12000 B: the idle cache stayed at %u blocks, not its first %u",
           hak_tls.heap->limit[idle], first_limit[idle]);
-    CHECK(hak_tls.head[busy] != HAK_LIST_END, "9000 B: a class malloc used since lost its cache");
-    spans = 0;
-    size_t hot_after = hak_hot_span_retained(hak_tls.heap->node, &spans);
-    CHECK(hot_after <= hot_before,
-          "the idle class's spans went to the HotSpanBox: %zu bytes, not %zu", hot_after,
-          hot_before);
+    /* A release would have brought it back to its first size. */
+    CHECK(hak_tls.heap->limit[busy] > first_limit[busy],
+          "9000 B: a class malloc kept using lost its grown cache");
+    uint64_t spans = 0;
+    size_t hot = hak_hot_span_retained(hak_tls.heap->node, &spans);
+    CHECK(hot == 0, "the idle class's spans went to the HotSpanBox: %llu spans, %zu bytes",
+          (unsigned long long)spans, hot);
     for (unsigned r = 0; r < grown_rounds; r++)
         for (unsigned i = 0; i < GROWN_BLOCKS; i++)
             free(grown[r][i]);
