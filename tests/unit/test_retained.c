@@ -161,14 +161,22 @@ static unsigned region_chunks(void)
     return in_region;
 }
 
-/* Whether every slab of the last cycle's SuperSlabs reads as zeros. */
+/* Whether every slab of the last cycle's SuperSlab c reads as zeros. */
+static bool chunk_decommitted(unsigned c)
+{
+    for (unsigned i = HAK_SUPERSLAB_HEADER_SLABS; i < HAK_SLABS_PER_SUPERSLAB; i++)
+        if (nonzero_offset((const char *)chunks[c] + i * HAK_SLAB_SIZE,
+                           SLAB_TOUCHED * HAK_PAGE_SIZE) != PATTERN_INTACT)
+            return false;
+    return true;
+}
+
+/* The same of all of them. */
 static bool chunks_decommitted(void)
 {
     for (unsigned c = 0; c < chunk_count; c++)
-        for (unsigned i = HAK_SUPERSLAB_HEADER_SLABS; i < HAK_SLABS_PER_SUPERSLAB; i++)
-            if (nonzero_offset((const char *)chunks[c] + i * HAK_SLAB_SIZE,
-                               SLAB_TOUCHED * HAK_PAGE_SIZE) != PATTERN_INTACT)
-                return false;
+        if (!chunk_decommitted(c))
+            return false;
     return true;
 }
 
@@ -344,13 +352,7 @@ static void test_growth_releases_stale_spans(bool region)
  * or in the region with its slabs' pages given back. */
 static bool chunk_retired(unsigned c, bool region)
 {
-    if (!region)
-        return hak_page_map_lookup(chunks[c]) == NULL;
-    for (unsigned i = HAK_SUPERSLAB_HEADER_SLABS; i < HAK_SLABS_PER_SUPERSLAB; i++)
-        if (nonzero_offset((const char *)chunks[c] + i * HAK_SLAB_SIZE,
-                           SLAB_TOUCHED * HAK_PAGE_SIZE) != PATTERN_INTACT)
-            return false;
-    return true;
+    return region ? chunk_decommitted(c) : hak_page_map_lookup(chunks[c]) == NULL;
 }
 
 /* The other way: a chunk for Mid and L25 spans, fresh or one of the
