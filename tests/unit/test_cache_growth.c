@@ -341,7 +341,10 @@ static void *growth_body(void *arg)
 
     /* A class used after the heap sat idle is young, though the heap's
      * last reading of the clock before it is old: blocks written whole
-     * (their cache keeps its first size) whose frees end in a flush. */
+     * (their cache keeps its first size) whose frees end in a flush.  Forty
+     * of them, not churn_rounds' hundred and three: with those the check
+     * passed on the code that stamped a class with that old reading
+     * (ccd67ed). */
     hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * (uint64_t)WOKEN_STALE_MS;
     free(unit_malloc(64));
     nanosleep(&(struct timespec){.tv_sec = 1, .tv_nsec = 200 * 1000 * 1000}, NULL);
