@@ -215,10 +215,10 @@ static inline void *new_block(size_t size, size_t align, bool nothrow)
 
 /* Checked mode knows the size each block was asked with: a sized delete
  * must name it (issue 15), and an aligned one an alignment the block has.
- * Blocks hakmem does not own are left to free,
- * which refuses them, and so are all where the program replaced the new or
- * delete forms involved: its blocks are its own business.  Out of line, so
- * that the sized forms outside checked mode are a test and a jump. */
+ * Blocks hakmem does not own are left to free, which refuses them, and so
+ * are all where the program replaced the new or delete forms involved: its
+ * blocks are its own business.  Out of line, so that the sized forms
+ * outside checked mode are a test and a jump. */
 static HAK_NOINLINE __attribute__((cold)) void check_size_checked(void *ptr, size_t size,
                                                                   size_t align, unsigned forms)
 {

@@ -18,9 +18,8 @@
 #include "numa/node.h"
 #include "os.h"
 
-/* Exports name as another name of target, the same code. */
-#define HAK_EXPORT_AS(name, target)                                                                \
-    __typeof__(target) name __attribute__((alias(#target), visibility("default")))
+#define EXPORT_AS(name, target) __typeof__(target) name __attribute__((alias(#target), HAK_VISIBLE))
+#define HAK_VISIBLE visibility("default")
 
 static void *fail_nomem(void)
 {
@@ -452,32 +451,32 @@ HAK_API int hak_node_of(const void *ptr)
     return chunk ? (int)hak_numa_os_node(chunk->node) : -1;
 }
 
-HAK_EXPORT_AS(malloc, hak_malloc);
-HAK_EXPORT_AS(free, hak_free);
-HAK_EXPORT_AS(free_sized, hak_free_sized);
-HAK_EXPORT_AS(free_aligned_sized, hak_free_aligned_sized);
-HAK_EXPORT_AS(calloc, hak_calloc);
-HAK_EXPORT_AS(realloc, hak_realloc);
-HAK_EXPORT_AS(reallocarray, hak_reallocarray);
-HAK_EXPORT_AS(posix_memalign, hak_posix_memalign);
-HAK_EXPORT_AS(aligned_alloc, hak_aligned_alloc);
-HAK_EXPORT_AS(memalign, hak_memalign);
-HAK_EXPORT_AS(valloc, hak_valloc);
-HAK_EXPORT_AS(pvalloc, hak_pvalloc);
-HAK_EXPORT_AS(malloc_usable_size, hak_malloc_usable_size);
+EXPORT_AS(malloc, hak_malloc);
+EXPORT_AS(free, hak_free);
+EXPORT_AS(free_sized, hak_free_sized);
+EXPORT_AS(free_aligned_sized, hak_free_aligned_sized);
+EXPORT_AS(calloc, hak_calloc);
+EXPORT_AS(realloc, hak_realloc);
+EXPORT_AS(reallocarray, hak_reallocarray);
+EXPORT_AS(posix_memalign, hak_posix_memalign);
+EXPORT_AS(aligned_alloc, hak_aligned_alloc);
+EXPORT_AS(memalign, hak_memalign);
+EXPORT_AS(valloc, hak_valloc);
+EXPORT_AS(pvalloc, hak_pvalloc);
+EXPORT_AS(malloc_usable_size, hak_malloc_usable_size);
 /* operator delete(void *) (cxx_operators.c has the other forms): free's own
  * code, with no call or jump in between. */
-HAK_EXPORT_AS(_ZdlPv, hak_free);
+EXPORT_AS(_ZdlPv, hak_free);
 /* glibc's own names for its allocator, which some programs call directly:
  * under hakmem they must reach hakmem, or a block would cross allocators. */
-HAK_EXPORT_AS(__libc_malloc, hak_malloc);
-HAK_EXPORT_AS(__libc_free, hak_free);
-HAK_EXPORT_AS(__libc_calloc, hak_calloc);
-HAK_EXPORT_AS(__libc_realloc, hak_realloc);
-HAK_EXPORT_AS(__libc_memalign, hak_memalign);
-HAK_EXPORT_AS(__libc_valloc, hak_valloc);
-HAK_EXPORT_AS(__libc_pvalloc, hak_pvalloc);
+EXPORT_AS(__libc_malloc, hak_malloc);
+EXPORT_AS(__libc_free, hak_free);
+EXPORT_AS(__libc_calloc, hak_calloc);
+EXPORT_AS(__libc_realloc, hak_realloc);
+EXPORT_AS(__libc_memalign, hak_memalign);
+EXPORT_AS(__libc_valloc, hak_valloc);
+EXPORT_AS(__libc_pvalloc, hak_pvalloc);
 /* cfree, an old name for free that glibc still exports (cfree@GLIBC_2.2.5)
  * for binaries built before 2.26 took it out of <stdlib.h>: their frees
  * must reach hakmem too. */
-HAK_EXPORT_AS(cfree, hak_free);
+EXPORT_AS(cfree, hak_free);
