@@ -29,12 +29,21 @@ struct shared_pool {
      * took 17k.  The memory is what the program held within the decay. */
     struct superslab_list spares;
     unsigned mapped_spares; /* of them, outside the region */
+    /* When the oldest spare was emptied (NO_SPARES without one), for
+     * hak_shared_pool_release_stale's look without the lock: written under
+     * it as the spares change. */
+    uint64_t oldest_spare_ms;
     /* Wholly free SuperSlabs of the region whose pages went back: taken
      * after the spares, before a SuperSlab is made. */
     struct superslab_list retired;
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
-static struct shared_pool pools[HAK_MAX_NODES];
+/* Never aged (hak_os_aged): the end of time. */
+#define NO_SPARES UINT64_MAX
+
+static struct shared_pool pools[HAK_MAX_NODES] = {
+    [0 ... HAK_MAX_NODES - 1] = {.oldest_spare_ms = NO_SPARES},
+};
 
 static pthread_mutex_t *lock_of(const struct shared_pool *pool)
 {
@@ -70,12 +79,20 @@ static void list_remove(struct superslab_list *list, struct hak_superslab *ss)
     ss->head.next = ss->head.prev = NULL;
 }
 
+/* Under the pool's lock, after every change of the spares. */
+static void note_oldest_spare(struct shared_pool *pool)
+{
+    uint64_t oldest = pool->spares.last ? pool->spares.last->emptied_ms : NO_SPARES;
+    __atomic_store_n(&pool->oldest_spare_ms, oldest, __ATOMIC_RELAXED);
+}
+
 /* Under the pool's lock: ss leaves the spares for *leaving, a chain
  * through the heads that the caller retires unlocked. */
 static void leave_spares(struct shared_pool *pool, struct hak_superslab *ss,
                          struct hak_superslab **leaving)
 {
     list_remove(&pool->spares, ss);
+    note_oldest_spare(pool);
     if (!hak_superslab_region_holds(ss))
         pool->mapped_spares--;
     ss->head.next = *leaving ? &(*leaving)->head : NULL;
@@ -112,6 +129,7 @@ static void keep_spare(struct shared_pool *pool, struct hak_superslab *ss, uint6
     }
     ss->emptied_ms = now;
     list_push(&pool->spares, ss);
+    note_oldest_spare(pool);
 }
 
 /* Under the pool's lock, or on a SuperSlab nobody else sees: a slab
@@ -166,6 +184,7 @@ static struct hak_superslab *with_free_slab(struct shared_pool *pool, bool *reti
     if (pool->spares.first) {
         ss = pool->spares.first;
         list_remove(&pool->spares, ss);
+        note_oldest_spare(pool);
         if (!hak_superslab_region_holds(ss))
             pool->mapped_spares--;
     } else if (pool->retired.first) {
@@ -238,11 +257,10 @@ void hak_shared_pool_give(struct hak_slab *slab)
     retire(pool, leaving);
 }
 
-static void release_older(unsigned node, uint64_t age_ms, unsigned max)
+static void release_older(unsigned node, uint64_t now, uint64_t age_ms, unsigned max)
 {
     struct shared_pool *pool = &pools[node];
     struct hak_superslab *leaving = NULL;
-    uint64_t now = hak_os_now_ms();
     pthread_mutex_lock(lock_of(pool));
     leave_older(pool, now, age_ms, max, &leaving);
     pthread_mutex_unlock(lock_of(pool));
@@ -251,14 +269,19 @@ static void release_older(unsigned node, uint64_t age_ms, unsigned max)
 
 void hak_shared_pool_release_aged(unsigned node)
 {
-    release_older(node, hak_options.decay_ms, UINT_MAX);
+    release_older(node, hak_os_now_ms(), hak_options.decay_ms, UINT_MAX);
 }
 
 /* A few at a time, for this is a malloc (48 MiB of spares retired at
- * once took 5 ms). */
+ * once took 5 ms).  It comes with every span the PageArena hands out and
+ * every large block mapped, so it looks at the oldest spare's age before it
+ * takes the lock, which every thread of the node takes for its slabs. */
 void hak_shared_pool_release_stale(unsigned node)
 {
-    release_older(node, hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION, MAX_RETIRED_BY_CALL);
+    uint64_t oldest = __atomic_load_n(&pools[node].oldest_spare_ms, __ATOMIC_RELAXED);
+    uint64_t now = hak_os_now_ms(), age_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
+    if (hak_os_aged(now, oldest, age_ms))
+        release_older(node, now, age_ms, MAX_RETIRED_BY_CALL);
 }
 
 size_t hak_shared_pool_release(unsigned node)

@@ -11,8 +11,11 @@
  * and back.  A SuperSlab or large block mapped anew first lets go of the
  * HotSpanBox's stale spans, as a retired SuperSlab taken again does, and
  * a span of the PageArena or a large block of the shared pool's stale
- * spares. */
+ * spares, whose look passes the pool's lock while none is stale. */
+#include <errno.h>
+#include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "arena/hot_span_box.h"
 #include "arena/large.h"
@@ -355,21 +358,58 @@ static bool chunk_retired(unsigned c, bool region)
     return region ? chunk_decommitted(c) : hak_page_map_lookup(chunks[c]) == NULL;
 }
 
+static void sleep_ms(unsigned ms)
+{
+    struct timespec left = {ms / 1000, (long)(ms % 1000) * 1000000};
+    while (nanosleep(&left, &left) != 0 && errno == EINTR)
+        ;
+}
+
+static void *release_stale_spares(void *arg)
+{
+    (void)arg;
+    hak_shared_pool_release_stale(0);
+    return NULL;
+}
+
+/* Whether a look for stale spares, while only young ones are kept, returns
+ * as another thread holds the pool's lock: it reads their age first. */
+static bool stale_look_passes_lock(void)
+{
+    pthread_t looker;
+    hak_shared_pool_lock_all(1);
+    if (pthread_create(&looker, NULL, release_stale_spares, NULL) != 0)
+        hard_error("pthread_create failed");
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 2;
+    bool returned = pthread_timedjoin_np(looker, NULL, &deadline) == 0;
+    hak_shared_pool_unlock_all(1);
+    if (!returned)
+        pthread_join(looker, NULL);
+    return returned;
+}
+
 /* The other way: a chunk for Mid and L25 spans, fresh or one of the
  * arena's mapped spares (its pages as new), and a large block mapped anew
  * first let go of the spare SuperSlabs free for a sixteenth of the decay:
  * small blocks' memory of a phase the program left, which the spans cannot
- * use.  The spares emptied since stay. */
+ * use.  The spares emptied since stay.  Ages are real: the look reads the
+ * oldest spare's age as the pool noted it. */
 static void test_growth_releases_stale_spares(bool region)
 {
-    enum { STALE_MS = 5000 };
+    enum { STALE_MS = 200 };
     uint64_t decay_ms = hak_options.decay_ms;
     hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * STALE_MS;
     hak_shared_pool_release(0);
     hak_page_arena_release_free(0); /* no free chunk: the next span takes a chunk */
     cycle_superslabs(2);
-    struct hak_superslab *older = (struct hak_superslab *)chunks[0];
-    older->emptied_ms -= 2 * STALE_MS;
+    CHECK(stale_look_passes_lock(), "a look for stale spares waited for the pool's lock");
+    sleep_ms(2 * STALE_MS);
+    struct hak_slab *slab = take_slab(); /* the newer spare empties again, young */
+    if (slab->chunk != chunks[1])
+        hard_error("a slab came from other than the spare emptied last");
+    hak_shared_pool_give(slab);
     struct hak_slab *span = hak_page_arena_alloc(0, HAK_ARENA_USABLE_PAGES);
     if (!span)
         hard_error("hak_page_arena_alloc(0, a chunk's pages) failed");
@@ -379,7 +419,7 @@ static void test_growth_releases_stale_spares(bool region)
 
     chunks[0] = chunks[1];
     chunk_count = 1;
-    ((struct hak_superslab *)chunks[0])->emptied_ms -= 2 * STALE_MS;
+    sleep_ms(2 * STALE_MS);
     hak_large_release_cached(0); /* nothing cached: the block is mapped */
     void *large = large_alloc(2 * MiB);
     CHECK(chunk_retired(0, region), "a stale spare stayed as it was when a large block was mapped");
