@@ -113,11 +113,15 @@ static uint8_t page_tag_of(const struct hak_heap *heap)
     return (uint8_t)heap->thread->page_tag;
 }
 
-/* At level 2 the last page of a SuperSlab's slab is its guard, for good
- * (arena/superslab.c); a span gets one more page, guarded while it serves
- * blocks (release_to_backend). */
+static void release_idle_for_growth(struct hak_heap *heap, unsigned keep);
+
+/* A slab or span from node's backend, idle classes' blocks given back
+ * first (release_idle_for_growth).  At level 2 the last page of a
+ * SuperSlab's slab is its guard, for good (arena/superslab.c); a span gets
+ * one more page, guarded while it serves blocks (release_to_backend). */
 static struct hak_slab *fresh_slab(struct hak_heap *heap, unsigned cls)
 {
+    release_idle_for_growth(heap, cls);
     if (hak_class_is_small(cls)) {
         struct hak_slab *slab = hak_shared_pool_take(heap->node);
         if (slab)
@@ -139,8 +143,6 @@ static struct hak_slab *fresh_slab(struct hak_heap *heap, unsigned cls)
     return span;
 }
 
-static void release_idle_for_growth(struct hak_heap *heap, unsigned keep);
-
 static struct hak_slab *next_slab(struct hak_heap *heap, unsigned cls)
 {
     struct hak_slab *slab = list_pop(&heap->partial[cls]);
@@ -151,7 +153,6 @@ static struct hak_slab *next_slab(struct hak_heap *heap, unsigned cls)
         hak_slab_adopt(slab, heap, page_tag_of(heap));
         collect(heap, slab);
     } else {
-        release_idle_for_growth(heap, cls);
         slab = fresh_slab(heap, cls);
     }
     if (slab) {

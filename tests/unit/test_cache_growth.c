@@ -22,7 +22,8 @@
  * flush, a sixteenth of the decay ago or more, and their emptied spans
  * leave at once, decommitted, with no stay in the HotSpanBox; a class it
  * malloc'd from since, or idle for less (also after the heap itself sat
- * idle), keeps its cache. */
+ * idle), keeps its cache.  So does an L25 calloc that takes a span of its
+ * own. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -392,6 +393,29 @@ static void *growth_body(void *arg)
     size_t hot = hak_hot_span_retained(hak_tls.heap->node, &spans);
     CHECK(hot == 0, "the idle class's spans went to the HotSpanBox: %llu spans, %zu bytes",
           (unsigned long long)spans, hot);
+
+    /* An L25 calloc that takes a span of its own looks for idle classes as
+     * a refill does: within less than the decay, after which the idle look
+     * of every slow path would release the class anyway. */
+    enum { CALLOC_STALE_MS = 100, CALLOC_SIZE = 40000, MAX_CALLOCS = 256 };
+    hak_options.decay_ms = UINT64_MAX;
+    churn(9000);
+    CHECK(hak_tls.head[busy] != HAK_LIST_END, "9000 B: the churn left no block in the cache");
+    hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * CALLOC_STALE_MS;
+    nanosleep(&(struct timespec){.tv_nsec = 2 * CALLOC_STALE_MS * 1000 * 1000}, NULL);
+    static void *zeroed[MAX_CALLOCS];
+    unsigned callocs = 0;
+    uint64_t start = hak_os_now_ms();
+    while (hak_tls.head[busy] != HAK_LIST_END && callocs < MAX_CALLOCS &&
+           hak_os_now_ms() - start < 5 * CALLOC_STALE_MS) {
+        if (!(zeroed[callocs++] = calloc(1, CALLOC_SIZE)))
+            hard_error("calloc(1, %d) failed", CALLOC_SIZE);
+        nanosleep(&(struct timespec){.tv_nsec = 1000 * 1000}, NULL);
+    }
+    CHECK(hak_tls.head[busy] == HAK_LIST_END,
+          "9000 B: an idle cache kept its blocks through %u L25 callocs", callocs);
+    for (unsigned i = 0; i < callocs; i++)
+        free(zeroed[i]);
     for (unsigned r = 0; r < grown_rounds; r++)
         for (unsigned i = 0; i < GROWN_BLOCKS; i++)
             free(grown[r][i]);
