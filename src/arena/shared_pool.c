@@ -279,6 +279,8 @@ void hak_shared_pool_release_aged(unsigned node)
 void hak_shared_pool_release_stale(unsigned node)
 {
     uint64_t oldest = __atomic_load_n(&pools[node].oldest_spare_ms, __ATOMIC_RELAXED);
+    if (oldest == NO_SPARES)
+        return;
     uint64_t now = hak_os_now_ms(), age_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
     if (hak_os_aged(now, oldest, age_ms))
         release_older(node, now, age_ms, MAX_RETIRED_BY_CALL);

@@ -351,11 +351,15 @@ static void test_growth_releases_stale_spans(bool region)
     hak_options.hot_bytes = hot_bytes;
 }
 
-/* Whether c, a SuperSlab of the last cycle, has left the spares: unmapped,
- * or in the region with its slabs' pages given back. */
+/* Whether c, a SuperSlab of the last cycle, has left the spares: unmapped
+ * (its address maybe mapped again since, for a large block), or in the
+ * region with its slabs' pages given back. */
 static bool chunk_retired(unsigned c, bool region)
 {
-    return region ? chunk_decommitted(c) : hak_page_map_lookup(chunks[c]) == NULL;
+    if (region)
+        return chunk_decommitted(c);
+    const struct hak_chunk_head *head = hak_page_map_lookup(chunks[c]);
+    return head == NULL || head->kind != HAK_CHUNK_SUPERSLAB;
 }
 
 static void sleep_ms(unsigned ms)
@@ -390,32 +394,51 @@ static bool stale_look_passes_lock(void)
     return returned;
 }
 
+/* A span of a chunk made anew (none is free), taken and given back. */
+static void make_chunk(void)
+{
+    hak_page_arena_release_free(0);
+    struct hak_slab *span = hak_page_arena_alloc(0, HAK_ARENA_USABLE_PAGES);
+    if (!span)
+        hard_error("hak_page_arena_alloc(0, a chunk's pages) failed");
+    hak_page_arena_free(span);
+}
+
 /* The other way: a chunk for Mid and L25 spans, fresh or one of the
  * arena's mapped spares (its pages as new), and a large block mapped anew
  * first let go of the spare SuperSlabs free for a sixteenth of the decay:
  * small blocks' memory of a phase the program left, which the spans cannot
  * use.  The spares emptied since stay.  Ages are real: the look reads the
- * oldest spare's age as the pool noted it. */
+ * oldest spare's age as the pool noted it when the spares changed, and
+ * takes the pool's lock only when that has aged. */
 static void test_growth_releases_stale_spares(bool region)
 {
-    enum { STALE_MS = 200 };
+    enum { STALE_MS = 300, NEVER_STALE_MS = 3600 * 1000 };
     uint64_t decay_ms = hak_options.decay_ms;
-    hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * STALE_MS;
     hak_shared_pool_release(0);
-    hak_page_arena_release_free(0); /* no free chunk: the next span takes a chunk */
+
+    /* Spares that went stale as they were left. */
+    hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * (uint64_t)NEVER_STALE_MS;
     cycle_superslabs(2);
     CHECK(stale_look_passes_lock(), "a look for stale spares waited for the pool's lock");
+    hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * STALE_MS;
+    sleep_ms(2 * STALE_MS);
+    make_chunk();
+    CHECK(chunk_retired(0, region) && chunk_retired(1, region),
+          "spares stale since they were left stayed as they were when a chunk was made");
+
+    /* A stale one beside one emptied again just now. */
+    cycle_superslabs(2);
     sleep_ms(2 * STALE_MS);
     struct hak_slab *slab = take_slab(); /* the newer spare empties again, young */
     if (slab->chunk != chunks[1])
         hard_error("a slab came from other than the spare emptied last");
     hak_shared_pool_give(slab);
-    struct hak_slab *span = hak_page_arena_alloc(0, HAK_ARENA_USABLE_PAGES);
-    if (!span)
-        hard_error("hak_page_arena_alloc(0, a chunk's pages) failed");
+    make_chunk();
     CHECK(chunk_retired(0, region), "a stale spare stayed as it was when a chunk was made");
     CHECK(!chunk_retired(1, region), "a spare emptied just now left when a chunk was made");
-    hak_page_arena_free(span);
+    CHECK(stale_look_passes_lock(),
+          "a look for stale spares waited for the pool's lock once the stale one left");
 
     chunks[0] = chunks[1];
     chunk_count = 1;
@@ -554,6 +577,8 @@ static void test_limit_below_reservation(void)
 {
     struct rlimit saved;
     getrlimit(RLIMIT_AS, &saved);
+    /* The arena's spare chunks, which a limit takes back (chunks_batch). */
+    hak_page_arena_release_free(0);
     size_t unused = hak_superslab_region.parts * hak_superslab_region.part_size - region_used();
     size_t before = unit_address_space();
     struct rlimit limit = saved;
