@@ -4,7 +4,12 @@
  * 12 s against 0.013 s).  So 300,000 one-byte growths move the block about
  * as few times at level 2 as at level 1, and keep its contents; and the
  * canary follows the new size, so that a write one byte past it, after a
- * growth or a shrink in place, is still caught at the free.  And the check
+ * growth or a shrink in place, is still caught at the free.  A block grown
+ * 64 bytes at a time to 4 MiB, past the size where realloc makes it a large
+ * one, moves about as few times at level 2 as at level 1 too (it moved at
+ * every page there, each time to a mapping faulted in anew: to 1 MiB 16
+ * bytes at a time took 2.5 s against 0.03 s), and a block moved with room
+ * to grow still has its canary right after its size.  And the check
  * of a block's canary when its neighbour above is handed out or freed is
  * not fooled by another thread resizing or freeing that block meanwhile
  * (it aborted "heap overflow" about once in 20 runs of test_threads).
@@ -27,28 +32,31 @@
 #include "harness.h"
 
 #define GROWTHS 300000
+#define LARGE_STEP 64
+#define LARGE_GROWN (4 << 20)
 
 /* ---- the children ---- */
 
-static void grow(void)
+/* A block of step bytes grown step bytes at a time to max. */
+static void grow(size_t step, size_t max)
 {
-    unsigned char *block = malloc(opaque_size(1));
+    unsigned char *block = malloc(opaque_size(step));
     long moves = 0;
     if (block == NULL) {
         _exit(EXIT_HARD_ERROR);
     }
-    block[0] = 1;
-    for (size_t size = 2; size <= GROWTHS; size++) {
+    memset(block, 1, step);
+    for (size_t size = 2 * step; size <= max; size += step) {
         unsigned char *grown = realloc(block, opaque_size(size));
         if (grown == NULL) {
             _exit(EXIT_HARD_ERROR);
         }
         moves += grown != block;
         block = grown;
-        block[size - 1] = (unsigned char)size;
+        memset(block + size - step, (int)(size / step), step);
     }
-    for (size_t i = 0; i < GROWTHS; i++) {
-        if (block[i] != (unsigned char)(i + 1)) {
+    for (size_t i = 0; i + step <= max; i += step) {
+        if (block[i] != (unsigned char)(i / step + 1)) {
             fprintf(stderr, "byte %zu lost its value\n", i);
             _exit(EXIT_FAILURE);
         }
@@ -73,6 +81,24 @@ static void overflow_after_resize(size_t size)
     memset(resized, 1, size);
     ((char *volatile)resized)[size] = 0;
     free(resized);
+    fprintf(stderr, "the overflow went unnoticed\n");
+    _exit(EXIT_FAILURE);
+}
+
+/* A block of old bytes grown to size, which moves it (with room to grow,
+ * at least at level 1), then one byte written past size. */
+static void overflow_after_move(size_t old, size_t size)
+{
+    char *block = malloc(opaque_size(old));
+    char *moved = realloc(block, opaque_size(size));
+    if (block == NULL || moved == NULL || moved == block) {
+        fprintf(stderr, "realloc(%p, %zu) did not move the block: %p\n", (void *)block, size,
+                (void *)moved);
+        _exit(EXIT_HARD_ERROR);
+    }
+    memset(moved, 1, size);
+    ((char *volatile)moved)[size] = 0;
+    free(moved);
     fprintf(stderr, "the overflow went unnoticed\n");
     _exit(EXIT_FAILURE);
 }
@@ -219,14 +245,13 @@ static int run_part(const char *self, const char *part, const char *level, char 
     return status;
 }
 
-static long moves_at(const char *self, const char *level)
+static long moves_at(const char *self, const char *part, const char *level)
 {
     char out[4096];
-    int status = run_part(self, "grow", level, out, sizeof(out));
+    int status = run_part(self, part, level, out, sizeof(out));
     const char *moves = strstr(out, "moves=");
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0 && moves != NULL,
-          "%d one-byte growths at HAKMEM_HARDEN=%s: status 0x%x, output:\n%s", GROWTHS, level,
-          status, out);
+          "%s at HAKMEM_HARDEN=%s: status 0x%x, output:\n%s", part, level, status, out);
     return moves ? strtol(moves + 6, NULL, 10) : -1;
 }
 
@@ -253,7 +278,13 @@ int main(int argc, char **argv)
 {
     if (argc == 2) {
         if (!strcmp(argv[1], "grow")) {
-            grow();
+            grow(1, GROWTHS);
+        } else if (!strcmp(argv[1], "grow_large")) {
+            grow(LARGE_STEP, LARGE_GROWN);
+        } else if (!strcmp(argv[1], "overflow_after_small_move")) {
+            overflow_after_move(2000, 2100);
+        } else if (!strcmp(argv[1], "overflow_after_large_move")) {
+            overflow_after_move(250000, 280000);
         } else if (!strcmp(argv[1], "overflow_after_growth")) {
             overflow_after_resize(118);
         } else if (!strcmp(argv[1], "overflow_after_shrink")) {
@@ -276,16 +307,25 @@ int main(int argc, char **argv)
     }
     self[len] = 0;
 
-    long plain = moves_at(self, "1");
-    long checked = moves_at(self, "2");
+    long plain = moves_at(self, "grow", "1");
+    long checked = moves_at(self, "grow", "2");
     printf("%d one-byte growths: %ld moves at level 1, %ld at level 2\n", GROWTHS, plain, checked);
     /* The canary's record can make a block leave its class a few bytes
      * early, never make it move more often within one. */
     CHECK(checked >= 0 && checked <= plain + 16,
           "%d one-byte growths moved the block %ld times at level 2, %ld at level 1", GROWTHS,
           checked, plain);
+    plain = moves_at(self, "grow_large", "1");
+    checked = moves_at(self, "grow_large", "2");
+    printf("%d-byte growths to %d bytes: %ld moves at level 1, %ld at level 2\n", LARGE_STEP,
+           LARGE_GROWN, plain, checked);
+    CHECK(checked >= 0 && checked <= plain + 16,
+          "%d-byte growths to %d bytes moved the block %ld times at level 2, %ld at level 1",
+          LARGE_STEP, LARGE_GROWN, checked, plain);
     check_overflow(self, "overflow_after_growth");
     check_overflow(self, "overflow_after_shrink");
+    check_overflow(self, "overflow_after_small_move");
+    check_overflow(self, "overflow_after_large_move");
 
     check_race(self, "resize_beside_owner");
     check_race(self, "free_beside_owner");
