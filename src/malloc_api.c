@@ -212,8 +212,9 @@ HAK_API void *hak_calloc(size_t nmemb, size_t size)
  * place.  Without the headroom a block grown a little at a time moved at
  * every class, and a large one at every page, to a mapping faulted in
  * anew (a buffer grown by 16 B to 1 MiB: 2.5 s and 599k faults at level 2,
- * 0.03 s at level 1).  Should its resize be refused (a slab of no heap of
- * this thread's), a block of size takes its place. */
+ * 0.03 s at level 1).  Where its resize is refused (a request just past
+ * 4, 8 or 16 KiB lands in a class of twice that, for its alignment, and
+ * size would fill half of it or less), a block of size takes its place. */
 static void *keep_exact_size(void *fresh, size_t size)
 {
     struct hak_chunk_head *chunk = owner_of(fresh);
@@ -265,9 +266,11 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
     bool to_large = size > old && size > large_from;
     void *fresh = NULL;
     size_t asked = 0; /* the bytes fresh was handed out for */
-    int saved_errno = 0;
+    /* Where an attempt may fail before one succeeds (the large path, the
+     * headroom): a call, not made in every realloc that moves. */
+    bool may_retry = to_large || request > size;
+    int saved_errno = may_retry ? errno : 0;
     if (to_large) {
-        saved_errno = errno; /* a call: only here, not in every realloc that moves */
         /* A checked large block never grows past its mapping, which its
          * guard page ends: the headroom comes with the mapping. */
         asked = hak_harden.checked ? request : size;
@@ -284,7 +287,7 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
         fresh = keep_exact_size(fresh, size);
     if (!fresh)
         return NULL;
-    if (to_large) /* a success shows no error of the attempts that failed */
+    if (may_retry) /* a success shows no error of the attempts that failed */
         errno = saved_errno;
     memcpy(fresh, ptr, size < old ? size : old);
     hak_free(ptr);
