@@ -23,6 +23,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,38 +68,20 @@ static void grow(size_t step, size_t max)
     _exit(EXIT_SUCCESS);
 }
 
-/* 110 bytes (a 128-byte block with the canary's record) resized in place to
- * size, then one byte written past size. */
-static void overflow_after_resize(size_t size)
+/* A block of old bytes reallocated to size, in place or moved as moves
+ * says, then one byte written past size. */
+static void overflow_after_realloc(size_t old, size_t size, bool moves)
 {
-    char *block = malloc(opaque_size(110));
+    char *block = malloc(opaque_size(old));
     char *resized = realloc(block, opaque_size(size));
-    if (block == NULL || resized != block) {
-        fprintf(stderr, "realloc(%p, %zu) moved the block to %p\n", (void *)block, size,
-                (void *)resized);
+    if (block == NULL || resized == NULL || (resized != block) != moves) {
+        fprintf(stderr, "realloc(%p, %zu) %s the block: %p\n", (void *)block, size,
+                moves ? "did not move" : "moved", (void *)resized);
         _exit(EXIT_HARD_ERROR);
     }
     memset(resized, 1, size);
     ((char *volatile)resized)[size] = 0;
     free(resized);
-    fprintf(stderr, "the overflow went unnoticed\n");
-    _exit(EXIT_FAILURE);
-}
-
-/* A block of old bytes grown to size, which moves it (with room to grow,
- * at least at level 1), then one byte written past size. */
-static void overflow_after_move(size_t old, size_t size)
-{
-    char *block = malloc(opaque_size(old));
-    char *moved = realloc(block, opaque_size(size));
-    if (block == NULL || moved == NULL || moved == block) {
-        fprintf(stderr, "realloc(%p, %zu) did not move the block: %p\n", (void *)block, size,
-                (void *)moved);
-        _exit(EXIT_HARD_ERROR);
-    }
-    memset(moved, 1, size);
-    ((char *volatile)moved)[size] = 0;
-    free(moved);
     fprintf(stderr, "the overflow went unnoticed\n");
     _exit(EXIT_FAILURE);
 }
@@ -282,13 +265,14 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[1], "grow_large")) {
             grow(LARGE_STEP, LARGE_GROWN);
         } else if (!strcmp(argv[1], "overflow_after_small_move")) {
-            overflow_after_move(2000, 2100);
+            overflow_after_realloc(2000, 2100, true); /* with room, at least at level 1 */
         } else if (!strcmp(argv[1], "overflow_after_large_move")) {
-            overflow_after_move(250000, 280000);
+            overflow_after_realloc(250000, 280000, true); /* the same, made large */
         } else if (!strcmp(argv[1], "overflow_after_growth")) {
-            overflow_after_resize(118);
+            /* 110 bytes: a 128-byte block with the canary's record. */
+            overflow_after_realloc(110, 118, false);
         } else if (!strcmp(argv[1], "overflow_after_shrink")) {
-            overflow_after_resize(70);
+            overflow_after_realloc(110, 70, false);
         } else if (!strcmp(argv[1], "resize_beside_owner")) {
             resize_beside_owner();
         } else if (!strcmp(argv[1], "free_beside_owner")) {
