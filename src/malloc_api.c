@@ -281,7 +281,7 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
      * a bigger one would only ask for a mapping again. */
     if (!fresh && (!to_large || request <= HAK_L25_MAX))
         fresh = alloc(asked = request);
-    if (!fresh && request > size) /* no memory for the headroom: what was asked */
+    if (!fresh && asked > size) /* no memory for the headroom: what was asked */
         fresh = alloc(asked = size);
     if (fresh && hak_harden.checked && asked > size)
         fresh = keep_exact_size(fresh, size);

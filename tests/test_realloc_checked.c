@@ -73,8 +73,12 @@ static void grow(size_t step, size_t max)
 static void overflow_after_realloc(size_t old, size_t size, bool moves)
 {
     char *block = malloc(opaque_size(old));
-    char *resized = realloc(block, opaque_size(size));
-    if (block == NULL || resized == NULL || (resized != block) != moves) {
+    char *resized = block ? realloc(block, opaque_size(size)) : NULL;
+    if (resized == NULL) {
+        fprintf(stderr, "malloc(%zu) or realloc to %zu failed\n", old, size);
+        _exit(EXIT_HARD_ERROR);
+    }
+    if ((resized != block) != moves) {
         fprintf(stderr, "realloc(%p, %zu) %s the block: %p\n", (void *)block, size,
                 moves ? "did not move" : "moved", (void *)resized);
         _exit(EXIT_HARD_ERROR);

@@ -4,9 +4,10 @@
  * at a time, as CPython grows a list, moved it at about two steps in three
  * when each move took the next class (4 to a doubling), and moves it at
  * no more than one in three now.  Growing by a few bytes at a time moves it
- * at most once per growth by half.  The contents survive every move.  So
- * in checked mode (HAKMEM_HARDEN=2), where a moved block keeps its size
- * exact for its canary, the room behind it.
+ * at most once per growth by half.  The contents survive every move.  Run
+ * with HAKMEM_HARDEN=2 it holds checked mode to the same counts: a block it
+ * moves keeps its size exact for the canary, with the room behind it
+ * (test_realloc_checked compares the levels in the suite).
  */
 #define _GNU_SOURCE
 #include <stdlib.h>

@@ -22,8 +22,8 @@
  * flush, a sixteenth of the decay ago or more, and their emptied spans
  * leave at once, decommitted, with no stay in the HotSpanBox; a class it
  * malloc'd from since, or idle for less (also after the heap itself sat
- * idle), keeps its cache.  So does an L25 calloc that takes a span of its
- * own. */
+ * idle), keeps its cache.  An L25 calloc that takes a span of its own
+ * empties idle caches first too. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -395,8 +395,9 @@ static void *growth_body(void *arg)
           (unsigned long long)spans, hot);
 
     /* An L25 calloc that takes a span of its own looks for idle classes as
-     * a refill does: within less than the decay, after which the idle look
-     * of every slow path would release the class anyway. */
+     * a refill does: within 1.2 s of the churn, short of the decay (1.6 s),
+     * after which the idle look of every slow path would release the class
+     * anyway. */
     enum { CALLOC_STALE_MS = 100, CALLOC_SIZE = 40000, MAX_CALLOCS = 256 };
     hak_options.decay_ms = UINT64_MAX;
     churn(9000);
@@ -407,7 +408,7 @@ static void *growth_body(void *arg)
     unsigned callocs = 0;
     uint64_t start = hak_os_now_ms();
     while (hak_tls.head[busy] != HAK_LIST_END && callocs < MAX_CALLOCS &&
-           hak_os_now_ms() - start < 5 * CALLOC_STALE_MS) {
+           hak_os_now_ms() - start < 10 * CALLOC_STALE_MS) {
         if (!(zeroed[callocs++] = calloc(1, CALLOC_SIZE)))
             hard_error("calloc(1, %d) failed", CALLOC_SIZE);
         nanosleep(&(struct timespec){.tv_nsec = 1000 * 1000}, NULL);

@@ -14,6 +14,8 @@
  * spares, whose look passes the pool's lock while none is stale. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
@@ -369,24 +371,32 @@ static void sleep_ms(unsigned ms)
         ;
 }
 
+static atomic_bool pool_locked;
+
+/* Once the main thread holds the pool's lock: a look for stale spares. */
 static void *release_stale_spares(void *arg)
 {
     (void)arg;
+    while (!atomic_load(&pool_locked))
+        sched_yield();
     hak_shared_pool_release_stale(0);
     return NULL;
 }
 
 /* Whether a look for stale spares, while only young ones are kept, returns
- * as another thread holds the pool's lock: it reads their age first. */
+ * as another thread holds the pool's lock: it reads their age first.  The
+ * looker starts before the lock is taken (its start allocates). */
 static bool stale_look_passes_lock(void)
 {
     pthread_t looker;
-    hak_shared_pool_lock_all(1);
+    atomic_store(&pool_locked, false);
     if (pthread_create(&looker, NULL, release_stale_spares, NULL) != 0)
         hard_error("pthread_create failed");
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 2;
+    hak_shared_pool_lock_all(1);
+    atomic_store(&pool_locked, true);
     bool returned = pthread_timedjoin_np(looker, NULL, &deadline) == 0;
     hak_shared_pool_unlock_all(1);
     if (!returned)
