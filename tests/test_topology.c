@@ -37,18 +37,6 @@ static bool note_starts(const char *text)
     return note && note->len >= strlen(text) && !memcmp(note->buf, text, strlen(text));
 }
 
-static int note_length(void)
-{
-    const struct hak_printer *note = hak_stats_topology_note();
-    return note ? (int)note->len : 0;
-}
-
-static const char *note_text(void)
-{
-    const struct hak_printer *note = hak_stats_topology_note();
-    return note ? note->buf : "";
-}
-
 extern void *__libc_malloc(size_t size);
 
 /* Set while this thread is inside hak_numa_discover: allocations then come
@@ -134,6 +122,19 @@ static void test_current_cpu(void)
 #include "numa/hwloc_api.h"
 #include "numa/topology.h"
 #include "numa/topology_hwloc.h"
+
+/* The topology note, printed by the checks below. */
+static int note_length(void)
+{
+    const struct hak_printer *note = hak_stats_topology_note();
+    return note ? (int)note->len : 0;
+}
+
+static const char *note_text(void)
+{
+    const struct hak_printer *note = hak_stats_topology_note();
+    return note ? note->buf : "";
+}
 
 /* Only the tests need these; they come from the same library. */
 #define TEST_HWLOC_FUNCTIONS(X)                                                                    \
