@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <time.h>
 
 #include "arena/hot_span_box.h"
 #include "block/size_class.h"
@@ -129,7 +128,7 @@ static void check_idle_released(void)
     /* Two looks 20 ms apart at least, however slow the machine. */
     while (hak_tls.head[idle] != HAK_LIST_END && hak_os_now_ms() - start < 10000) {
         churn_small();
-        nanosleep(&(struct timespec){.tv_nsec = 1000 * 1000}, NULL);
+        unit_sleep_ms(1);
     }
     CHECK(hak_tls.head[idle] == HAK_LIST_END, "9000 B: the idle cache kept its blocks");
     CHECK(hak_tls.heap->limit[idle] == first_limit[idle],
@@ -146,7 +145,7 @@ static void check_idle_released(void)
     start = hak_os_now_ms();
     while (hak_hot_span_retained(hak_tls.heap->node, &spans) && hak_os_now_ms() - start < 10000) {
         churn_small();
-        nanosleep(&(struct timespec){.tv_nsec = 1000 * 1000}, NULL);
+        unit_sleep_ms(1);
         spans = 0;
     }
     CHECK(hak_hot_span_retained(hak_tls.heap->node, &spans) == 0,
@@ -348,7 +347,7 @@ static void *growth_body(void *arg)
      * (ccd67ed). */
     hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * (uint64_t)WOKEN_STALE_MS;
     free(unit_malloc(64));
-    nanosleep(&(struct timespec){.tv_sec = 1, .tv_nsec = 200 * 1000 * 1000}, NULL);
+    unit_sleep_ms(1200);
     static void *woken_blocks[WOKEN_BLOCKS];
     for (unsigned i = 0; i < WOKEN_BLOCKS; i++) {
         if (!(woken_blocks[i] = unit_malloc(WOKEN_SIZE)))
@@ -379,7 +378,7 @@ static void *growth_body(void *arg)
 
     /* Idle past it, beside a class malloc keeps using. */
     hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * STALE_MS;
-    nanosleep(&(struct timespec){.tv_nsec = 2 * STALE_MS * 1000 * 1000}, NULL);
+    unit_sleep_ms(2 * STALE_MS);
     hak_hot_span_release_all(hak_tls.heap->node); /* the spans of the steps before */
     grow_small(GROWN_ROUNDS, idle, 9000);
     CHECK(hak_tls.head[idle] == HAK_LIST_END, "12000 B: the idle cache kept its blocks");
@@ -403,7 +402,7 @@ static void *growth_body(void *arg)
     churn(9000);
     CHECK(hak_tls.head[busy] != HAK_LIST_END, "9000 B: the churn left no block in the cache");
     hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * CALLOC_STALE_MS;
-    nanosleep(&(struct timespec){.tv_nsec = 2 * CALLOC_STALE_MS * 1000 * 1000}, NULL);
+    unit_sleep_ms(2 * CALLOC_STALE_MS);
     static void *zeroed[MAX_CALLOCS];
     unsigned callocs = 0;
     uint64_t start = hak_os_now_ms();
@@ -411,7 +410,7 @@ static void *growth_body(void *arg)
            hak_os_now_ms() - start < 10 * CALLOC_STALE_MS) {
         if (!(zeroed[callocs++] = calloc(1, CALLOC_SIZE)))
             hard_error("calloc(1, %d) failed", CALLOC_SIZE);
-        nanosleep(&(struct timespec){.tv_nsec = 1000 * 1000}, NULL);
+        unit_sleep_ms(1);
     }
     CHECK(hak_tls.head[busy] == HAK_LIST_END,
           "9000 B: an idle cache kept its blocks through %u L25 callocs", callocs);

@@ -12,12 +12,10 @@
  * HotSpanBox's stale spans, as a retired SuperSlab taken again does, and
  * a span of the PageArena or a large block of the shared pool's stale
  * spares, whose look passes the pool's lock while none is stale. */
-#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <time.h>
 
 #include "arena/hot_span_box.h"
 #include "arena/large.h"
@@ -364,13 +362,6 @@ static bool chunk_retired(unsigned c, bool region)
     return head == NULL || head->kind != HAK_CHUNK_SUPERSLAB;
 }
 
-static void sleep_ms(unsigned ms)
-{
-    struct timespec left = {ms / 1000, (long)(ms % 1000) * 1000000};
-    while (nanosleep(&left, &left) != 0 && errno == EINTR)
-        ;
-}
-
 static atomic_bool pool_locked;
 
 /* Once the main thread holds the pool's lock: a look for stale spares. */
@@ -432,14 +423,14 @@ static void test_growth_releases_stale_spares(bool region)
     cycle_superslabs(2);
     CHECK(stale_look_passes_lock(), "a look for stale spares waited for the pool's lock");
     hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * STALE_MS;
-    sleep_ms(2 * STALE_MS);
+    unit_sleep_ms(2 * STALE_MS);
     make_chunk();
     CHECK(chunk_retired(0, region) && chunk_retired(1, region),
           "spares stale since they were left stayed as they were when a chunk was made");
 
     /* A stale one beside one emptied again just now. */
     cycle_superslabs(2);
-    sleep_ms(2 * STALE_MS);
+    unit_sleep_ms(2 * STALE_MS);
     struct hak_slab *slab = take_slab(); /* the newer spare empties again, young */
     if (slab->chunk != chunks[1])
         hard_error("a slab came from other than the spare emptied last");
@@ -452,7 +443,7 @@ static void test_growth_releases_stale_spares(bool region)
 
     chunks[0] = chunks[1];
     chunk_count = 1;
-    sleep_ms(2 * STALE_MS);
+    unit_sleep_ms(2 * STALE_MS);
     hak_large_release_cached(0); /* nothing cached: the block is mapped */
     void *large = large_alloc(2 * MiB);
     CHECK(chunk_retired(0, region), "a stale spare stayed as it was when a large block was mapped");

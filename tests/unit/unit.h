@@ -8,12 +8,14 @@
 #include "../harness.h"
 #include "internal.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 static void unit_timed_out(int sig)
@@ -48,6 +50,14 @@ static inline void *unit_map(size_t size)
 static inline void unit_age_hot_span(struct hak_slab *span, uint64_t ms)
 {
     span->freed_ms = span->freed_ms > ms ? span->freed_ms - ms : 0;
+}
+
+/* Sleeps ms milliseconds, all of them (a signal's wake-up sleeps on). */
+static inline void unit_sleep_ms(unsigned ms)
+{
+    struct timespec left = {ms / 1000, (long)(ms % 1000) * 1000000};
+    while (nanosleep(&left, &left) != 0 && errno == EINTR)
+        ;
 }
 
 static inline bool unit_page_resident(const void *page)
