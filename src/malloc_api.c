@@ -18,8 +18,8 @@
 #include "numa/node.h"
 #include "os.h"
 
-#define EXPORT_AS(name, target) __typeof__(target) name __attribute__((alias(#target), HAK_VISIBLE))
-#define HAK_VISIBLE visibility("default")
+/* Exports name as another name of target, the same code. */
+#define EXPORT_AS(name, target) HAK_API __typeof__(target) name __attribute__((alias(#target)))
 
 static void *fail_nomem(void)
 {
