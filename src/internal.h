@@ -315,6 +315,12 @@ struct hak_arena_chunk {
     /* Pages below this one have been handed out as spans: a free into a
      * free span there is a second one (arena/page_arena.c). */
     uint32_t handed_out_pages;
+    /* Ranges of SuperSlab pages moved into its spans (hak_os_lend), each
+     * a kernel mapping of its own until the chunk is unmapped. */
+    uint32_t lent_ranges;
+    /* Advised huge pages (page_arena.c), which a range moved in would
+     * break up: its spans take none. */
+    bool huge_pages;
     /* What free needs of every page (struct hak_page_info), so that it
      * reads no slab: written with page_slab, as blocks are carved
      * (arena/slab.c) and as spans are mapped (hak_span_map_pages). */

@@ -48,7 +48,9 @@ const struct hak_option hak_option_table[] = {
      "how long, in milliseconds, a freed span, a cached large block or an empty SuperSlab stays "
      "resident before it goes back to the kernel; a freed span idle for a sixteenth of it goes "
      "back as soon as its node takes fresh memory for small or large blocks, and an empty "
-     "SuperSlab idle that long as soon as it takes fresh memory for Mid, L25 or large blocks; a "
+     "SuperSlab idle that long lends its pages to the node's next fresh Mid or L25 spans (moved, "
+     "not faulted in again) or goes back as the node takes fresh memory for those or large "
+     "blocks; a "
      "thread that keeps allocating gives back the cache of a size it has not allocated for one "
      "to two times this long, or for a sixteenth of it when it takes a slab for another size "
      "from its node (the spans its blocks leave empty then go back at once)",

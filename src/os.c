@@ -548,6 +548,20 @@ bool hak_os_map_at(void *addr, size_t size)
     return true;
 }
 
+/* After a move that failed: dst mapped again where the kernel had
+ * unmapped it before it looked at src (a source over two mappings fails
+ * so before 6.17); true then.  A dst it left mapped refuses the mapping.
+ * Not accounted: the caller's range was, and a kernel before 5.2, which
+ * weighs a request against what is free, could refuse it under pressure. */
+static bool map_again_after_move(void *dst, size_t size)
+{
+    bool mapped =
+        map_exactly_at((uintptr_t)dst, size, PROT_READ | PROT_WRITE, MAP_NORESERVE) != NULL;
+    if (!mapped && errno != EEXIST)
+        hak_fatal("cannot map again the pages a failed move unmapped at", dst);
+    return mapped;
+}
+
 bool hak_os_move(void *src, size_t size, void *dst, bool *dst_fresh)
 {
     *dst_fresh = false;
@@ -556,17 +570,49 @@ bool hak_os_move(void *src, size_t size, void *dst, bool *dst_fresh)
         hak_stat_add(HAK_STAT_UNMAPPED_BYTES, size);
         return true;
     }
-    /* The kernel unmaps dst before it looks at src (a source over two
-     * mappings fails so before 6.17): left so, dst would be a hole in the
-     * caller's block.  A dst it left mapped refuses the mapping.  Not
-     * accounted: the block was, and a kernel before 5.2, which weighs a
-     * request against what is free, could refuse it under pressure. */
-    *dst_fresh =
-        map_exactly_at((uintptr_t)dst, size, PROT_READ | PROT_WRITE, MAP_NORESERVE) != NULL;
-    if (!*dst_fresh && errno != EEXIST)
-        hak_fatal("cannot map again the pages a failed move unmapped at", dst);
+    /* Left unmapped, dst would be a hole in the caller's block. */
+    *dst_fresh = map_again_after_move(dst, size);
     errno = saved;
     return false;
+}
+
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4 /* Linux 5.7 */
+#endif
+
+/* Ranges hak_os_lend moved into other mappings and not yet unmapped with
+ * them (hak_os_forget_lent).  Each may split the mapping it lands in into
+ * three, and the kernel counts mappings against vm.max_map_count (65530
+ * by default), the program's own with them: past this many, no more. */
+#define MAX_LENT_RANGES 4096
+static atomic_uint lent_ranges;
+/* Set once the kernel refused a lend (before 5.7 it knows no
+ * MREMAP_DONTUNMAP): the pages go back and fresh ones fault in, as before
+ * lending was tried. */
+static atomic_bool lend_refused;
+
+bool hak_os_lend(void *src, size_t size, void *dst, bool *dst_fresh)
+{
+    *dst_fresh = false;
+    if (atomic_load_explicit(&lend_refused, memory_order_relaxed) ||
+        atomic_load_explicit(&lent_ranges, memory_order_relaxed) >= MAX_LENT_RANGES)
+        return false;
+    int saved = errno; /* a refusal is no error of the caller's */
+    if (mremap(src, size, size, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, dst) !=
+        MAP_FAILED) {
+        atomic_fetch_add_explicit(&lent_ranges, 1, memory_order_relaxed);
+        hak_stat_add(HAK_STAT_LENT_BYTES, size);
+        return true;
+    }
+    atomic_store_explicit(&lend_refused, true, memory_order_relaxed);
+    *dst_fresh = map_again_after_move(dst, size);
+    errno = saved;
+    return false;
+}
+
+void hak_os_forget_lent(uint32_t ranges)
+{
+    atomic_fetch_sub_explicit(&lent_ranges, ranges, memory_order_relaxed);
 }
 
 /* The decimal number at *text, which moves past it. */

@@ -11,6 +11,7 @@ enum hak_stat {
     HAK_STAT_MAPPED_BYTES,
     HAK_STAT_UNMAPPED_BYTES,
     HAK_STAT_DECOMMITTED_BYTES,
+    HAK_STAT_LENT_BYTES, /* resident pages moved to fresh memory of another backend */
     HAK_STAT_SUPERSLABS,
     HAK_STAT_ARENA_CHUNKS,
     HAK_STAT_LARGE_ALLOCS,

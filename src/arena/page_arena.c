@@ -129,6 +129,7 @@ static struct hak_slab *set_up_chunk(void *mem, unsigned node, bool huge)
      * zeroing a huge page. */
     if (huge)
         hak_os_advise_huge(chunk, HAK_ARENA_CHUNK_SIZE);
+    chunk->huge_pages = huge;
     chunk->head.kind = HAK_CHUNK_ARENA;
     chunk->head.node = node;
     chunk->head.map_size = HAK_ARENA_CHUNK_SIZE;
@@ -230,9 +231,6 @@ static struct hak_slab *cut_front(struct page_arena *arena, struct hak_slab *spa
 struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
 {
     struct page_arena *arena = &arenas[node];
-    /* The arena's spans are never touched or were decommitted: the span
-     * will be fresh memory. */
-    hak_shared_pool_release_stale(node);
     pthread_mutex_lock(lock_of(arena));
     struct hak_slab *span = hak_span_bins_fit(&arena->bins, pages);
     if (span) {
@@ -261,12 +259,25 @@ struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
     pthread_mutex_unlock(lock_of(arena));
     if (!span)
         return NULL;
+    /* The arena's spans are never touched or were decommitted: the span
+     * is fresh memory, which idle SuperSlabs' pages take the place of
+     * first, and for the rest of which they give theirs back. */
+    size_t bytes = (size_t)pages * HAK_PAGE_SIZE, lent = 0;
+    struct hak_arena_chunk *chunk = chunk_of(span);
+    if (!chunk->huge_pages) {
+        uint32_t ranges;
+        lent = hak_shared_pool_lend(node, span->start, bytes, &ranges);
+        if (ranges)
+            __atomic_fetch_add(&chunk->lent_ranges, ranges, __ATOMIC_RELAXED);
+    }
+    if (lent < bytes)
+        hak_shared_pool_release_stale(node);
     /* Not since a decommit, which madvise may refuse (locked pages): since
      * the chunk was mapped. */
-    span->fresh = fresh;
+    span->fresh = fresh && !lent;
     span->state = HAK_STATE_NONE;
-    span->end = span->start + (size_t)span->pages * HAK_PAGE_SIZE;
-    span->touched_pages = 0; /* the arena's spans are all clean */
+    span->end = span->start + bytes;
+    span->touched_pages = (uint32_t)(lent / HAK_PAGE_SIZE);
     return span;
 }
 
@@ -296,6 +307,7 @@ static void unmap_chunk(struct hak_slab *span)
     hak_span_desc_free(span);
     hak_stat_node_map(chunk->head.node, -(int64_t)HAK_ARENA_CHUNK_SIZE);
     hak_page_map_clear(chunk, HAK_ARENA_CHUNK_SIZE);
+    hak_os_forget_lent(chunk->lent_ranges);
     hak_os_unmap(chunk, HAK_ARENA_CHUNK_SIZE);
 }
 
@@ -323,7 +335,10 @@ void hak_page_arena_free(struct hak_slab *span)
     map_pages(span);
     span->kind = HAK_SLAB_FREE_SPAN;
     bool chunk_free = span->pages == HAK_ARENA_USABLE_PAGES;
-    bool unmap = chunk_free && arena->free_chunks >= KEEP_FREE_CHUNKS;
+    /* One that ranges were lent to is kernel mappings in pieces: unmapped,
+     * it takes them all away (a chunk mapped anew is one). */
+    bool unmap = chunk_free && (arena->free_chunks >= KEEP_FREE_CHUNKS ||
+                                __atomic_load_n(&chunk->lent_ranges, __ATOMIC_RELAXED));
     if (!unmap) {
         bin_insert(arena, span);
         arena->free_chunks += chunk_free;

@@ -4,8 +4,10 @@
 
 #include "../fork_locks.h"
 #include "../options.h"
+#include "../numa/binding.h"
 #include "../os.h"
 #include "hot_span_box.h"
+#include "slab.h"
 #include "superslab.h"
 
 /* Spares outside the region stay mapped, and count against an
@@ -64,6 +66,18 @@ static void list_push(struct superslab_list *list, struct hak_superslab *ss)
     else
         list->last = ss;
     list->first = ss;
+}
+
+/* ss after the others: as the oldest of the spares. */
+static void list_append(struct superslab_list *list, struct hak_superslab *ss)
+{
+    ss->head.next = NULL;
+    ss->head.prev = list->last ? &list->last->head : NULL;
+    if (list->last)
+        list->last->head.next = &ss->head;
+    else
+        list->first = ss;
+    list->last = ss;
 }
 
 static void list_remove(struct superslab_list *list, struct hak_superslab *ss)
@@ -284,6 +298,81 @@ void hak_shared_pool_release_stale(unsigned node)
     uint64_t now = hak_os_now_ms(), age_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
     if (hak_os_aged(now, oldest, age_ms))
         release_older(node, now, age_ms, MAX_RETIRED_BY_CALL);
+}
+
+/* Moves the touched pages of ss's free slabs to dst, up to room bytes,
+ * each slab's blocks' free-list words cleared first (their links are not
+ * to reach the span's blocks); returns the bytes moved, *ranges counting
+ * the moves.  A slab that cannot lend all its pages lends the last ones,
+ * and keeps the others, still counted as touched, for the next span. */
+static size_t lend_slabs(struct hak_superslab *ss, unsigned node, char *dst, size_t room,
+                         uint32_t *ranges)
+{
+    size_t lent = 0;
+    for (uint32_t free = ss->free_slabs; free && lent < room; free &= free - 1) {
+        struct hak_slab *slab = &ss->slabs[__builtin_ctz(free)];
+        size_t touched = (size_t)slab->touched_pages * HAK_PAGE_SIZE;
+        if (!touched)
+            continue;
+        size_t piece = touched < room - lent ? touched : room - lent;
+        bool dst_fresh;
+        hak_slab_clear_touched_free_words(slab);
+        if (!hak_os_lend(slab->start + touched - piece, piece, dst + lent, &dst_fresh)) {
+            if (dst_fresh)
+                hak_numa_bind(dst + lent, piece, node);
+            break;
+        }
+        slab->touched_pages -= (uint32_t)(piece / HAK_PAGE_SIZE);
+        lent += piece;
+        (*ranges)++;
+    }
+    return lent;
+}
+
+/* Whether one of ss's free slabs still holds touched pages. */
+static bool holds_touched_slabs(const struct hak_superslab *ss)
+{
+    for (uint32_t free = ss->free_slabs; free; free &= free - 1)
+        if (ss->slabs[__builtin_ctz(free)].touched_pages)
+            return true;
+    return false;
+}
+
+size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ranges)
+{
+    struct shared_pool *pool = &pools[node];
+    uint64_t oldest = __atomic_load_n(&pool->oldest_spare_ms, __ATOMIC_RELAXED);
+    *ranges = 0;
+    if (oldest == NO_SPARES)
+        return 0;
+    uint64_t now = hak_os_now_ms(), age_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
+    size_t lent = 0;
+    while (lent < size && oldest != NO_SPARES && hak_os_aged(now, oldest, age_ms)) {
+        struct hak_superslab *ss = NULL;
+        pthread_mutex_lock(lock_of(pool));
+        leave_older(pool, now, age_ms, 1, &ss);
+        pthread_mutex_unlock(lock_of(pool));
+        if (!ss)
+            break;
+        lent += lend_slabs(ss, node, dst + lent, size - lent, ranges);
+        /* Pages left where dst is not full: the kernel refused. */
+        bool left = holds_touched_slabs(ss);
+        if (left && lent == size && hak_superslab_region_holds(ss)) {
+            /* Still the oldest, for the next span (one outside the region
+             * leaves: a spare kept meanwhile may have taken its place
+             * among the mapped ones). */
+            pthread_mutex_lock(lock_of(pool));
+            list_append(&pool->spares, ss);
+            note_oldest_spare(pool);
+            pthread_mutex_unlock(lock_of(pool));
+            break;
+        }
+        retire(pool, ss);
+        if (left)
+            break;
+        oldest = __atomic_load_n(&pool->oldest_spare_ms, __ATOMIC_RELAXED);
+    }
+    return lent;
 }
 
 size_t hak_shared_pool_release(unsigned node)

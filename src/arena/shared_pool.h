@@ -27,6 +27,16 @@ void hak_shared_pool_release_aged(unsigned node);
  * footprint of a program that freed its small blocks of one phase and
  * grows in bigger ones in the next, which they cannot serve. */
 void hak_shared_pool_release_stale(unsigned node);
+/* Before node hands out fresh memory for Mid or L25 blocks: the
+ * resident pages of the spares free for a sixteenth of HAKMEM_DECAY_MS
+ * move to [dst, dst + size), from its front, in place of the untouched
+ * pages there (hak_os_lend), and those spares leave as above, but for the
+ * last, which stays while it holds pages; returns the bytes of dst so
+ * filled, *ranges counting the moves.  A program whose small blocks of one
+ * phase give way to bigger ones in the next takes no page faults for the
+ * memory the first left (phases: 46k faults in place of 81k, 0.09 s of
+ * system time in place of 0.13), and keeps no more resident than before. */
+size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ranges);
 /* malloc_trim: unmaps node's spare SuperSlabs (decommits those in the
  * region) and decommits the pages its free slabs ever handed out; returns
  * the bytes unmapped or decommitted. */

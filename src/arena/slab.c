@@ -133,7 +133,7 @@ void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, uint8_t page
      * class before (a use that carved less than one before it leaves the
      * earlier one's words past its carve). */
     if (slab->kind == HAK_SLAB_SMALL && slab->cls != cls)
-        clear_free_words_below(slab, slab->start + (size_t)slab->touched_pages * HAK_PAGE_SIZE);
+        hak_slab_clear_touched_free_words(slab);
     if (!hak_slab_is_whole_span(slab))
         for (char *page = start; page < start + bytes; page += HAK_PAGE_SIZE)
             *page_entry(slab, page) = &hak_invalid_slab;
@@ -207,6 +207,13 @@ void hak_slab_count_pages(struct hak_slab *slab, size_t from, size_t to,
 void hak_slab_clear_free_words(const struct hak_slab *slab)
 {
     clear_free_words_below(slab, slab->carve);
+}
+
+void hak_slab_clear_touched_free_words(const struct hak_slab *slab)
+{
+    if (!slab->block_size)
+        return; /* never given a class: it carved no blocks */
+    clear_free_words_below(slab, slab->start + (size_t)slab->touched_pages * HAK_PAGE_SIZE);
 }
 
 uint32_t hak_slab_collect_remote(struct hak_slab *slab)

@@ -29,6 +29,9 @@ void hak_slab_count_pages(struct hak_slab *slab, size_t from, size_t to,
  * cleared when it takes another class (hak_slab_assign), over every page
  * it touched. */
 void hak_slab_clear_free_words(const struct hak_slab *slab);
+/* The same over every page the slab touched, for a SuperSlab's slab that
+ * takes another class or lends its pages to a span (shared_pool.h). */
+void hak_slab_clear_touched_free_words(const struct hak_slab *slab);
 
 /* Moves blocks that other threads freed onto the free list; returns how many. */
 uint32_t hak_slab_collect_remote(struct hak_slab *slab);

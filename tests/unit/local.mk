@@ -23,6 +23,7 @@ UNIT_TESTS = \
 	tests/unit/test_decommit \
 	tests/unit/test_cpu_move \
 	tests/unit/test_retained \
+	tests/unit/test_lend \
 	tests/unit/test_stats \
 	tests/unit/test_free_memory_reported \
 	tests/unit/test_os_map \
@@ -107,6 +108,11 @@ tests_unit_test_cpu_move_SOURCES = tests/unit/test_cpu_move.c tests/unit/unit.h
 tests_unit_test_cpu_move_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_cpu_move_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_cpu_move_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_lend_SOURCES = tests/unit/test_lend.c tests/unit/unit.h tests/unit/refusing_mremap.h
+tests_unit_test_lend_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_lend_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_lend_LDADD = $(UNIT_LDADD)
 
 tests_unit_test_retained_SOURCES = tests/unit/test_retained.c tests/unit/unit.h
 tests_unit_test_retained_CPPFLAGS = $(UNIT_CPPFLAGS)

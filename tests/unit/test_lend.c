@@ -1,0 +1,231 @@
+/* A span the PageArena hands out takes the resident pages of the shared
+ * pool's stale spares in place of its untouched ones (hak_shared_pool_lend):
+ * moved, not copied or faulted in, the small blocks' free-list words
+ * cleared first, so that the span reads what the slabs held and no link.
+ * The slabs that lent read as zeros and count no touched pages; a slab that
+ * lends part of its pages lends its last ones and keeps the others for the
+ * next span; a chunk that took lent pages is unmapped once wholly free.
+ * Where the kernel refuses (this program's mremap plays one before Linux
+ * 5.7, refusing_mremap.h), the span is fresh memory, the spares go back
+ * as before, and no move is tried again. */
+#include <string.h>
+#include <sys/resource.h>
+
+#include "arena/hot_span_box.h"
+#include "arena/page_arena.h"
+#include "arena/page_map.h"
+#include "arena/shared_pool.h"
+#include "arena/superslab.h"
+#include "block/block_link.h"
+#include "options.h"
+#include "os.h"
+#include "refusing_mremap.h"
+#include "stats.h"
+#include "unit.h"
+
+enum { STALE_MS = 200, SLAB_PAGES = HAK_SLAB_SIZE / HAK_PAGE_SIZE, BLOCK = 64 };
+#define SLABS_PER_SS (HAK_SLABS_PER_SUPERSLAB - HAK_SUPERSLAB_HEADER_SLABS)
+
+/* What a slab's page held: a block of BLOCK bytes at every offset, its two
+ * free-list words set as a free block's are, the rest the page's own. */
+static uint64_t page_word(size_t page_seed, size_t word)
+{
+    return (page_seed + 1) * 0x9E3779B97F4A7C15ull ^ word;
+}
+
+static void fill_slab(struct hak_slab *slab, size_t seed, uint32_t pages)
+{
+    slab->block_size = BLOCK;
+    for (uint32_t p = 0; p < pages; p++) {
+        uint64_t *words = (uint64_t *)(slab->start + (size_t)p * HAK_PAGE_SIZE);
+        for (size_t w = 0; w < HAK_PAGE_SIZE / sizeof(uint64_t); w++)
+            words[w] = page_word(seed * SLAB_PAGES + p, w);
+        for (size_t w = 0; w < HAK_PAGE_SIZE / sizeof(uint64_t); w += BLOCK / sizeof(uint64_t)) {
+            words[w] = page_word(seed * SLAB_PAGES + p, w) | 0x10; /* a link */
+            words[w + 1] = hak_link_keys.free_tag;
+        }
+    }
+    slab->touched_pages = pages;
+}
+
+/* Whether the page at mem holds what page seed of fill_slab did, its
+ * free-list words cleared. */
+static bool page_lent_clean(const char *mem, size_t page_seed)
+{
+    const uint64_t *words = (const uint64_t *)mem;
+    for (size_t w = 0; w < HAK_PAGE_SIZE / sizeof(uint64_t); w++) {
+        bool free_word = w % (BLOCK / sizeof(uint64_t)) < 2;
+        if (words[w] != (free_word ? 0 : page_word(page_seed, w)))
+            return false;
+    }
+    return true;
+}
+
+static bool pages_resident(const char *mem, size_t pages)
+{
+    for (size_t p = 0; p < pages; p++)
+        if (!unit_page_resident(mem + p * HAK_PAGE_SIZE))
+            return false;
+    return true;
+}
+
+static long minor_faults(void)
+{
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_minflt;
+}
+
+/* All the slabs of one SuperSlab, taken from node 0's pool (the others
+ * taken on the way given back), in slab order. */
+static struct hak_slab *whole[SLABS_PER_SS];
+
+static void take_whole_superslab(void)
+{
+    static struct hak_slab *taken[3 * SLABS_PER_SS];
+    unsigned count = 0;
+    const struct hak_chunk_head *chunk = NULL;
+    while (!chunk && count < sizeof(taken) / sizeof(taken[0])) {
+        taken[count] = hak_shared_pool_take(0);
+        if (!taken[count])
+            hard_error("hak_shared_pool_take(0) failed");
+        unsigned same = 0;
+        for (unsigned i = 0; i <= count; i++)
+            same += taken[i]->chunk == taken[count]->chunk;
+        if (same == SLABS_PER_SS)
+            chunk = taken[count]->chunk;
+        count++;
+    }
+    if (!chunk)
+        hard_error("no SuperSlab's slabs all came to the test");
+    unsigned kept = 0;
+    for (unsigned i = 0; i < count; i++) {
+        if (taken[i]->chunk == chunk)
+            whole[kept++] = taken[i];
+        else
+            hak_shared_pool_give(taken[i]);
+    }
+    for (unsigned i = 1; i < SLABS_PER_SS; i++)
+        for (unsigned j = i; j > 0 && whole[j]->start < whole[j - 1]->start; j--) {
+            struct hak_slab *swap = whole[j];
+            whole[j] = whole[j - 1];
+            whole[j - 1] = swap;
+        }
+}
+
+/* The SuperSlab's slabs back, the first count filled with pages pages
+ * each, then left until they are stale. */
+static void leave_stale_spare(unsigned count, uint32_t pages)
+{
+    take_whole_superslab();
+    for (unsigned i = 0; i < count; i++)
+        fill_slab(whole[i], i, pages);
+    for (unsigned i = 0; i < SLABS_PER_SS; i++)
+        hak_shared_pool_give(whole[i]);
+    unit_sleep_ms(2 * STALE_MS);
+}
+
+static struct hak_slab *arena_span(uint32_t pages)
+{
+    struct hak_slab *span = hak_page_arena_alloc(0, pages);
+    if (!span)
+        hard_error("hak_page_arena_alloc(0, %u) failed", pages);
+    return span;
+}
+
+static void test_span_takes_spare_pages(void)
+{
+    enum { LENDERS = 4 };
+    leave_stale_spare(LENDERS, SLAB_PAGES);
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    long faults = minor_faults();
+    struct hak_slab *span = arena_span(LENDERS * SLAB_PAGES);
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == LENDERS * HAK_SLAB_SIZE,
+          "the span took %llu bytes of the stale spare's, not its %d slabs'",
+          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), LENDERS);
+    CHECK(!span->fresh && span->touched_pages == LENDERS * SLAB_PAGES,
+          "a span of lent pages says fresh %d, %u pages touched", span->fresh, span->touched_pages);
+    CHECK(pages_resident(span->start, LENDERS * SLAB_PAGES),
+          "the span's pages were not resident before it was read");
+    bool clean = true;
+    for (unsigned i = 0; i < LENDERS; i++)
+        for (unsigned p = 0; p < SLAB_PAGES; p++)
+            clean &= page_lent_clean(span->start + ((size_t)i * SLAB_PAGES + p) * HAK_PAGE_SIZE,
+                                     (size_t)i * SLAB_PAGES + p);
+    CHECK(clean, "the span does not hold the slabs' pages with their free-list words cleared");
+    CHECK(minor_faults() - faults < SLAB_PAGES, "%ld page faults for a span of lent pages",
+          minor_faults() - faults);
+    for (unsigned i = 0; i < LENDERS; i++) {
+        CHECK(whole[i]->touched_pages == 0, "a slab that lent its pages counts %u touched",
+              whole[i]->touched_pages);
+        CHECK(!unit_page_resident(whole[i]->start), "a slab that lent its pages still holds one");
+    }
+    const void *chunk = span->chunk;
+    hak_page_arena_free(span);
+    CHECK(hak_page_map_lookup(chunk) == NULL,
+          "a chunk that took lent pages stayed mapped once wholly free");
+}
+
+static void test_slab_lends_its_last_pages(void)
+{
+    enum { PART = SLAB_PAGES / 4 };
+    leave_stale_spare(1, SLAB_PAGES);
+    struct hak_slab *first = arena_span(PART);
+    struct hak_slab *second = arena_span(PART);
+    CHECK(page_lent_clean(first->start, SLAB_PAGES - PART) &&
+              page_lent_clean(second->start, SLAB_PAGES - 2 * PART),
+          "two spans did not take a slab's last pages, then the ones before");
+    CHECK(whole[0]->touched_pages == SLAB_PAGES - 2 * PART,
+          "a slab that lent half its pages counts %u touched", whole[0]->touched_pages);
+    CHECK(unit_page_resident(whole[0]->start) && page_lent_clean(whole[0]->start, 0),
+          "a slab's pages it did not lend are gone");
+    hak_page_arena_free(first);
+    hak_page_arena_free(second);
+    hak_shared_pool_release(0);
+}
+
+static bool refuse_all(const void *source, size_t size)
+{
+    (void)source;
+    (void)size;
+    return true;
+}
+
+static void test_kernel_refuses(void)
+{
+    leave_stale_spare(1, SLAB_PAGES);
+    mremap_refused = refuse_all;
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    struct hak_slab *span = arena_span(SLAB_PAGES);
+    CHECK(mremap_refusals == 1 && hak_stat_read(HAK_STAT_LENT_BYTES) == lent,
+          "%u moves refused, %llu bytes lent", mremap_refusals,
+          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent));
+    CHECK(span->touched_pages == 0 && !pages_resident(span->start, 1) &&
+              nonzero_offset(span->start, HAK_SLAB_SIZE) == PATTERN_INTACT,
+          "a span the kernel refused pages is not fresh memory");
+    memset(span->start, 1, HAK_SLAB_SIZE);
+    CHECK(!unit_page_resident(whole[0]->start),
+          "a stale spare kept its pages when the kernel refused to lend them");
+    hak_page_arena_free(span);
+
+    leave_stale_spare(1, SLAB_PAGES);
+    span = arena_span(SLAB_PAGES);
+    CHECK(mremap_refusals == 1, "a lend was tried again after the kernel refused one");
+    hak_page_arena_free(span);
+    mremap_refused = NULL;
+}
+
+int main(void)
+{
+    unit_watchdog();
+    setvbuf(stdout, NULL, _IONBF, 0);
+    free(malloc(1)); /* hak_init: the link keys */
+    hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * (uint64_t)STALE_MS;
+    hak_shared_pool_release(0);
+    hak_page_arena_release_free(0);
+    test_span_takes_spare_pages();
+    if (hak_superslab_region_exists()) /* else a spare that lent part of its pages leaves */
+        test_slab_lends_its_last_pages();
+    test_kernel_refuses();
+    return test_result("test_lend");
+}
