@@ -260,8 +260,8 @@ struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
     if (!span)
         return NULL;
     /* The arena's spans are never touched or were decommitted: the span
-     * is fresh memory, which idle SuperSlabs' pages take the place of
-     * first, and for the rest of which they give theirs back. */
+     * is fresh memory, which idle SuperSlabs' pages take the place of, or
+     * for which they give theirs back. */
     size_t bytes = (size_t)pages * HAK_PAGE_SIZE, lent = 0;
     struct hak_arena_chunk *chunk = chunk_of(span);
     if (!chunk->huge_pages) {
@@ -270,8 +270,6 @@ struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
         if (ranges)
             __atomic_fetch_add(&chunk->lent_ranges, ranges, __ATOMIC_RELAXED);
     }
-    if (lent < bytes)
-        hak_shared_pool_release_stale(node);
     /* Not since a decommit, which madvise may refuse (locked pages): since
      * the chunk was mapped. */
     span->fresh = fresh && !lent;

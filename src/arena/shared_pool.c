@@ -368,10 +368,14 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ran
             break;
         }
         retire(pool, ss);
+        oldest = __atomic_load_n(&pool->oldest_spare_ms, __ATOMIC_RELAXED);
         if (left)
             break;
-        oldest = __atomic_load_n(&pool->oldest_spare_ms, __ATOMIC_RELAXED);
     }
+    /* The rest of dst faults in fresh: stale spares the kernel would not
+     * lend leave as they would have without lending. */
+    if (lent < size && oldest != NO_SPARES && hak_os_aged(now, oldest, age_ms))
+        release_older(node, now, age_ms, MAX_RETIRED_BY_CALL);
     return lent;
 }
 

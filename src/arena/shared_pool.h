@@ -18,24 +18,24 @@ struct hak_slab *hak_shared_pool_take(unsigned node);
 void hak_shared_pool_give(struct hak_slab *slab);
 /* Every spare of node free for HAKMEM_DECAY_MS leaves, as above. */
 void hak_shared_pool_release_aged(unsigned node);
-/* Before node hands out fresh memory for Mid, L25 or large blocks (a span
- * of the PageArena, whose pages are untouched or were given back, or a
- * large block mapped anew): the spares free for a sixteenth of
+/* Before node maps a large block anew: the spares free for a sixteenth of
  * HAKMEM_DECAY_MS leave, oldest first, four at a call (the next calls take
  * the others), as the HotSpanBox's stale spans leave before a SuperSlab is
  * made (hot_span_box.h).  Kept resident, the spares would add to the peak
  * footprint of a program that freed its small blocks of one phase and
- * grows in bigger ones in the next, which they cannot serve. */
+ * grows in bigger ones in the next. */
 void hak_shared_pool_release_stale(unsigned node);
-/* Before node hands out fresh memory for Mid or L25 blocks: the
- * resident pages of the spares free for a sixteenth of HAKMEM_DECAY_MS
- * move to [dst, dst + size), from its front, in place of the untouched
- * pages there (hak_os_lend), and those spares leave as above, but for the
- * last, which stays while it holds pages; returns the bytes of dst so
- * filled, *ranges counting the moves.  A program whose small blocks of one
- * phase give way to bigger ones in the next takes no page faults for the
- * memory the first left (phases: 46k faults in place of 81k, 0.09 s of
- * system time in place of 0.13), and keeps no more resident than before. */
+/* Before node hands out fresh memory for Mid or L25 blocks (a span of the
+ * PageArena, whose pages are untouched or were given back): the resident
+ * pages of the stale spares (as above) move to [dst, dst + size), from its
+ * front, in place of the untouched pages there (hak_os_lend), and those
+ * spares leave, but for the last, which stays while it holds pages; where
+ * they cannot fill dst, the stale spares left leave as above.  Returns the
+ * bytes of dst so filled, *ranges counting the moves.  A program whose
+ * small blocks of one phase give way to bigger ones in the next takes no
+ * page faults for the memory the first left (phases: 46k faults in place
+ * of 81k, 0.09 s of system time in place of 0.13), and keeps no more
+ * resident than before. */
 size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ranges);
 /* malloc_trim: unmaps node's spare SuperSlabs (decommits those in the
  * region) and decommits the pages its free slabs ever handed out; returns
