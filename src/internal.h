@@ -225,7 +225,8 @@ struct hak_slab {
      * not in the thread's part of the SuperSlab region (superslab.h) */
     uint8_t free_node;
     /* Pages from start ever handed out since the memory was last fresh
-     * (page telemetry); written only when it grows, on first touch. */
+     * (page telemetry, and what is resident): grows on first touch, and
+     * moves with pages lent between the backends (hak_os_lend). */
     uint32_t touched_pages;
     /* hak_class_divide_magic[cls], so that free tests that a pointer starts
      * a block with no load of the class table (hak_slab_starts_block); 0,
@@ -238,7 +239,8 @@ struct hak_slab {
     uint8_t state;
     bool queued; /* on the owner's delayed list; must not be released yet */
     /* Arena spans: its pages were never handed out since their chunk was
-     * mapped, and so are zero (hak_page_arena_alloc; calloc reads it). */
+     * mapped, and so are zero but for the first touched_pages, which were
+     * lent (hak_page_arena_alloc; calloc reads it). */
     bool fresh;
     /* The owner's page tag, which a SuperSlab's slab writes into its pages'
      * bytes beside the class (struct hak_superslab). */

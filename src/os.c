@@ -548,17 +548,43 @@ bool hak_os_map_at(void *addr, size_t size)
     return true;
 }
 
-/* After a move that failed: dst mapped again where the kernel had
- * unmapped it before it looked at src (a source over two mappings fails
- * so before 6.17); true then.  A dst it left mapped refuses the mapping.
- * Not accounted: the caller's range was, and a kernel before 5.2, which
- * weighs a request against what is free, could refuse it under pressure. */
-static bool map_again_after_move(void *dst, size_t size)
+/* After a move that failed: the parts of dst the kernel had unmapped
+ * before it gave up mapped again (a source over two mappings fails so
+ * before 6.17, after it unmapped all of dst; from 6.17 a move over several
+ * may stop after some), found by mincore, which fails on a range with a
+ * hole; true when some were.  A part another thread's mmap took meanwhile
+ * refuses the mapping, and stays that thread's.  Not accounted: the
+ * caller's range was, and a kernel before 5.2, which weighs a request
+ * against what is free, could refuse it under pressure. */
+static bool map_holes(char *dst, size_t size)
 {
-    bool mapped =
-        map_exactly_at((uintptr_t)dst, size, PROT_READ | PROT_WRITE, MAP_NORESERVE) != NULL;
-    if (!mapped && errno != EEXIST)
-        hak_fatal("cannot map again the pages a failed move unmapped at", dst);
+    enum { BATCH_PAGES = 1024 };
+    unsigned char resident[BATCH_PAGES];
+    bool mapped = false;
+    char *end = dst + size;
+    for (char *batch = dst; batch < end; batch += BATCH_PAGES * HAK_PAGE_SIZE) {
+        size_t length = (size_t)(end - batch) < BATCH_PAGES * HAK_PAGE_SIZE
+                            ? (size_t)(end - batch)
+                            : BATCH_PAGES * HAK_PAGE_SIZE;
+        if (mincore(batch, length, resident) == 0)
+            continue;
+        for (char *page = batch; page < batch + length;) {
+            char *hole_end = page;
+            while (hole_end < batch + length && mincore(hole_end, HAK_PAGE_SIZE, resident) != 0 &&
+                   errno == ENOMEM)
+                hole_end += HAK_PAGE_SIZE;
+            if (hole_end == page) {
+                page += HAK_PAGE_SIZE;
+                continue;
+            }
+            if (map_exactly_at((uintptr_t)page, (size_t)(hole_end - page), PROT_READ | PROT_WRITE,
+                               MAP_NORESERVE))
+                mapped = true;
+            else if (errno != EEXIST)
+                hak_fatal("cannot map again the pages a failed move unmapped at", page);
+            page = hole_end;
+        }
+    }
     return mapped;
 }
 
@@ -571,7 +597,7 @@ bool hak_os_move(void *src, size_t size, void *dst, bool *dst_fresh)
         return true;
     }
     /* Left unmapped, dst would be a hole in the caller's block. */
-    *dst_fresh = map_again_after_move(dst, size);
+    *dst_fresh = map_holes(dst, size);
     errno = saved;
     return false;
 }
@@ -585,34 +611,74 @@ bool hak_os_move(void *src, size_t size, void *dst, bool *dst_fresh)
  * three, and the kernel counts mappings against vm.max_map_count (65530
  * by default), the program's own with them: past this many, no more. */
 #define MAX_LENT_RANGES 4096
-static atomic_uint lent_ranges;
-/* Set once the kernel refused a lend (before 5.7 it knows no
- * MREMAP_DONTUNMAP): the pages go back and fresh ones fault in, as before
+static atomic_uint live_lent_ranges;
+/* Set once the kernel refused a lend for want of MREMAP_DONTUNMAP (EINVAL,
+ * before 5.7): the pages go back and fresh ones fault in, as before
  * lending was tried. */
-static atomic_bool lend_refused;
+static atomic_bool lend_unsupported;
+
+/* How long the answer of memory_locked stands. */
+#define LOCKED_LOOK_MS 1000
+static _Atomic uint64_t locked_look_ms;
+static atomic_bool locked_seen;
+
+/* Whether the process has locked memory (mlock, mlockall: VmLck in
+ * /proc/self/status, or no answer), looked at once a second at most: a
+ * move with MREMAP_DONTUNMAP unlocks the whole mapping it moves out of,
+ * not only the range moved, so that the region's blocks in use could be
+ * swapped out.  A lock taken within the second after a look is missed. */
+static bool memory_locked(void)
+{
+    uint64_t now = hak_os_now_ms();
+    uint64_t last = atomic_load_explicit(&locked_look_ms, memory_order_relaxed);
+    if (last && now - last < LOCKED_LOOK_MS)
+        return atomic_load_explicit(&locked_seen, memory_order_relaxed);
+    atomic_store_explicit(&locked_look_ms, now ? now : 1, memory_order_relaxed);
+    char status[4096];
+    size_t length = hak_os_read_file("/proc/self/status", status, sizeof(status) - 1);
+    status[length] = '\0';
+    const char *field = strstr(status, "\nVmLck:");
+    bool locked = true;
+    if (field) {
+        field += strlen("\nVmLck:");
+        while (*field == ' ' || *field == '\t')
+            field++;
+        locked = *field != '0';
+    }
+    atomic_store_explicit(&locked_seen, locked, memory_order_relaxed);
+    return locked;
+}
+
+bool hak_os_can_lend(void)
+{
+    return !atomic_load_explicit(&lend_unsupported, memory_order_relaxed) &&
+           atomic_load_explicit(&live_lent_ranges, memory_order_relaxed) < MAX_LENT_RANGES &&
+           !memory_locked();
+}
 
 bool hak_os_lend(void *src, size_t size, void *dst, bool *dst_fresh)
 {
     *dst_fresh = false;
-    if (atomic_load_explicit(&lend_refused, memory_order_relaxed) ||
-        atomic_load_explicit(&lent_ranges, memory_order_relaxed) >= MAX_LENT_RANGES)
+    if (atomic_load_explicit(&lend_unsupported, memory_order_relaxed) ||
+        atomic_load_explicit(&live_lent_ranges, memory_order_relaxed) >= MAX_LENT_RANGES)
         return false;
     int saved = errno; /* a refusal is no error of the caller's */
     if (mremap(src, size, size, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, dst) !=
         MAP_FAILED) {
-        atomic_fetch_add_explicit(&lent_ranges, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&live_lent_ranges, 1, memory_order_relaxed);
         hak_stat_add(HAK_STAT_LENT_BYTES, size);
         return true;
     }
-    atomic_store_explicit(&lend_refused, true, memory_order_relaxed);
-    *dst_fresh = map_again_after_move(dst, size);
+    if (errno == EINVAL)
+        atomic_store_explicit(&lend_unsupported, true, memory_order_relaxed);
+    *dst_fresh = map_holes(dst, size);
     errno = saved;
     return false;
 }
 
 void hak_os_forget_lent(uint32_t ranges)
 {
-    atomic_fetch_sub_explicit(&lent_ranges, ranges, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&live_lent_ranges, ranges, memory_order_relaxed);
 }
 
 /* The decimal number at *text, which moves past it. */

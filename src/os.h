@@ -114,16 +114,22 @@ bool hak_os_map_at(void *addr, size_t size);
  * taken for dst still (a window of a few microseconds, on those kernels
  * only). */
 bool hak_os_move(void *src, size_t size, void *dst, bool *dst_fresh);
-/* Moves the pages of [src, src + size), one kernel mapping of private
- * anonymous memory, to dst, replacing what was mapped there, without
- * copying or faulting them in again; src stays mapped and reads as zeros,
- * as after hak_os_decommit.  The pages keep src's NUMA policy.  False when
- * the kernel cannot (before Linux 5.7), from then on, and past a bound on
- * the ranges lent and not yet unmapped (each may split the mapping it
- * lands in): src is then as it was, and dst mapped, *dst_fresh saying
- * whether it was mapped again with fresh pages and no NUMA policy, as
- * after a failed hak_os_move. */
+/* Moves the pages of [src, src + size), private anonymous memory of one
+ * kernel mapping (of any number from Linux 6.17), to dst, replacing what
+ * was mapped there, without copying or faulting them in again; src stays
+ * mapped and reads as zeros, as after hak_os_decommit.  The range moved
+ * keeps src's mapping's attributes (its NUMA policy, its huge-page advice)
+ * for as long as it stays mapped.  False when the kernel cannot: where it
+ * knows no MREMAP_DONTUNMAP (before 5.7), from then on; and past a bound
+ * on the ranges lent and not yet unmapped (each may split the mapping it
+ * lands in).  src is then as it was, and dst mapped, *dst_fresh saying
+ * whether some of it was mapped again with fresh pages and no NUMA
+ * policy, as after a failed hak_os_move. */
 bool hak_os_lend(void *src, size_t size, void *dst, bool *dst_fresh);
+/* Whether a lend is worth preparing for: the kernel has not refused one,
+ * the bound on ranges is not reached, and the process has no locked
+ * memory (which a lend would unlock: os.c). */
+bool hak_os_can_lend(void);
 /* The mapping that ranges of those lent landed in was unmapped. */
 void hak_os_forget_lent(uint32_t ranges);
 /* Whether the kernel moves the pages of more than one of its mappings in

@@ -182,6 +182,11 @@ static struct hak_slab *new_chunk(struct page_arena *arena, unsigned node)
     if (spare && !bound)
         hak_numa_bind(mem, HAK_ARENA_CHUNK_SIZE, node);
     if (!spare) {
+        /* Stale spare SuperSlabs outside the region count against an
+         * address-space limit: they leave before the mapping, not after,
+         * when the span would take their pages. */
+        if (hak_os_address_space_limited())
+            hak_shared_pool_release_stale(node);
         batch = chunks_batch(made);
         mem = map_chunks(node, batch, &bound);
         if (!mem && batch > 1) /* under an address-space limit, say */
@@ -261,18 +266,22 @@ struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
         return NULL;
     /* The arena's spans are never touched or were decommitted: the span
      * is fresh memory, which idle SuperSlabs' pages take the place of, or
-     * for which they give theirs back. */
+     * for which they give theirs back (all of it, in a chunk of huge
+     * pages, which a range moved in would break up). */
     size_t bytes = (size_t)pages * HAK_PAGE_SIZE, lent = 0;
     struct hak_arena_chunk *chunk = chunk_of(span);
-    if (!chunk->huge_pages) {
+    if (chunk->huge_pages) {
+        hak_shared_pool_release_stale(node);
+    } else {
+        /* At level 2 the span's last page becomes its guard. */
         uint32_t ranges;
-        lent = hak_shared_pool_lend(node, span->start, bytes, &ranges);
+        lent = hak_shared_pool_lend(node, span->start, bytes - hak_harden.guard_bytes, &ranges);
         if (ranges)
             __atomic_fetch_add(&chunk->lent_ranges, ranges, __ATOMIC_RELAXED);
     }
     /* Not since a decommit, which madvise may refuse (locked pages): since
      * the chunk was mapped. */
-    span->fresh = fresh && !lent;
+    span->fresh = fresh;
     span->state = HAK_STATE_NONE;
     span->end = span->start + bytes;
     span->touched_pages = (uint32_t)(lent / HAK_PAGE_SIZE);

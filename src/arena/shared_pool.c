@@ -31,9 +31,9 @@ struct shared_pool {
      * took 17k.  The memory is what the program held within the decay. */
     struct superslab_list spares;
     unsigned mapped_spares; /* of them, outside the region */
-    /* When the oldest spare was emptied (NO_SPARES without one), for
-     * hak_shared_pool_release_stale's look without the lock: written under
-     * it as the spares change. */
+    /* When the oldest spare was emptied (NO_SPARES without one), for the
+     * looks of hak_shared_pool_release_stale and hak_shared_pool_lend
+     * without the lock: written under it as the spares change. */
     uint64_t oldest_spare_ms;
     /* Wholly free SuperSlabs of the region whose pages went back: taken
      * after the spares, before a SuperSlab is made. */
@@ -287,9 +287,10 @@ void hak_shared_pool_release_aged(unsigned node)
 }
 
 /* A few at a time, for this is a malloc (48 MiB of spares retired at
- * once took 5 ms).  It comes with every span the PageArena hands out and
- * every large block mapped, so it looks at the oldest spare's age before it
- * takes the lock, which every thread of the node takes for its slabs. */
+ * once took 5 ms).  It comes with every large block mapped, and
+ * hak_shared_pool_lend's look with every span the PageArena hands out, so
+ * both look at the oldest spare's age before they take the lock, which
+ * every thread of the node takes for its slabs. */
 void hak_shared_pool_release_stale(unsigned node)
 {
     uint64_t oldest = __atomic_load_n(&pools[node].oldest_spare_ms, __ATOMIC_RELAXED);
@@ -303,26 +304,44 @@ void hak_shared_pool_release_stale(unsigned node)
 /* Moves the touched pages of ss's free slabs to dst, up to room bytes,
  * each slab's blocks' free-list words cleared first (their links are not
  * to reach the span's blocks); returns the bytes moved, *ranges counting
- * the moves.  A slab that cannot lend all its pages lends the last ones,
- * and keeps the others, still counted as touched, for the next span. */
+ * the moves.  Free slabs side by side with all their pages touched move
+ * in one call: one kernel mapping where they land, and one flush of the
+ * TLBs.  A slab that cannot lend all its pages lends the last ones, and
+ * keeps the others, still counted as touched, for the next span. */
 static size_t lend_slabs(struct hak_superslab *ss, unsigned node, char *dst, size_t room,
                          uint32_t *ranges)
 {
+    enum { SLAB_PAGES = HAK_SLAB_SIZE / HAK_PAGE_SIZE };
     size_t lent = 0;
-    for (uint32_t free = ss->free_slabs; free && lent < room; free &= free - 1) {
-        struct hak_slab *slab = &ss->slabs[__builtin_ctz(free)];
+    uint64_t free = ss->free_slabs;
+    while (free && lent < room) {
+        unsigned first = (unsigned)__builtin_ctzll(free);
+        struct hak_slab *slab = &ss->slabs[first];
         size_t touched = (size_t)slab->touched_pages * HAK_PAGE_SIZE;
+        unsigned count = 1;
+        if (touched == HAK_SLAB_SIZE)
+            while (first + count < HAK_SLABS_PER_SUPERSLAB && (free >> (first + count) & 1) &&
+                   slab[count].touched_pages == SLAB_PAGES &&
+                   (count + 1) * HAK_SLAB_SIZE <= room - lent)
+                count++;
+        free &= ~((((uint64_t)1 << count) - 1) << first);
         if (!touched)
             continue;
-        size_t piece = touched < room - lent ? touched : room - lent;
+        size_t run = count == 1 ? touched : count * HAK_SLAB_SIZE;
+        size_t piece = run < room - lent ? run : room - lent;
+        for (unsigned i = 0; i < count; i++)
+            hak_slab_clear_touched_free_words(&slab[i]);
         bool dst_fresh;
-        hak_slab_clear_touched_free_words(slab);
-        if (!hak_os_lend(slab->start + touched - piece, piece, dst + lent, &dst_fresh)) {
+        if (!hak_os_lend(slab->start + run - piece, piece, dst + lent, &dst_fresh)) {
             if (dst_fresh)
                 hak_numa_bind(dst + lent, piece, node);
             break;
         }
-        slab->touched_pages -= (uint32_t)(piece / HAK_PAGE_SIZE);
+        if (count == 1)
+            slab->touched_pages -= (uint32_t)(piece / HAK_PAGE_SIZE);
+        else
+            for (unsigned i = 0; i < count; i++)
+                slab[i].touched_pages = 0;
         lent += piece;
         (*ranges)++;
     }
@@ -347,7 +366,8 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ran
         return 0;
     uint64_t now = hak_os_now_ms(), age_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
     size_t lent = 0;
-    while (lent < size && oldest != NO_SPARES && hak_os_aged(now, oldest, age_ms)) {
+    bool can_lend = hak_os_aged(now, oldest, age_ms) && hak_os_can_lend();
+    while (can_lend && lent < size && oldest != NO_SPARES && hak_os_aged(now, oldest, age_ms)) {
         struct hak_superslab *ss = NULL;
         pthread_mutex_lock(lock_of(pool));
         leave_older(pool, now, age_ms, 1, &ss);
@@ -355,9 +375,10 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ran
         if (!ss)
             break;
         lent += lend_slabs(ss, node, dst + lent, size - lent, ranges);
-        /* Pages left where dst is not full: the kernel refused. */
-        bool left = holds_touched_slabs(ss);
-        if (left && lent == size && hak_superslab_region_holds(ss)) {
+        /* Pages left where dst is not full: the kernel refused, or the
+         * bound on lent ranges was reached. */
+        bool still_holds_pages = holds_touched_slabs(ss);
+        if (still_holds_pages && lent == size && hak_superslab_region_holds(ss)) {
             /* Still the oldest, for the next span (one outside the region
              * leaves: a spare kept meanwhile may have taken its place
              * among the mapped ones). */
@@ -369,11 +390,11 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ran
         }
         retire(pool, ss);
         oldest = __atomic_load_n(&pool->oldest_spare_ms, __ATOMIC_RELAXED);
-        if (left)
+        if (still_holds_pages)
             break;
     }
-    /* The rest of dst faults in fresh: stale spares the kernel would not
-     * lend leave as they would have without lending. */
+    /* The rest of dst faults in fresh: stale spares that could not lend
+     * leave as they would have without lending. */
     if (lent < size && oldest != NO_SPARES && hak_os_aged(now, oldest, age_ms))
         release_older(node, now, age_ms, MAX_RETIRED_BY_CALL);
     return lent;

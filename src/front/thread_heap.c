@@ -1041,15 +1041,16 @@ void *hak_heap_refill(size_t size, size_t cls)
 
 /* A span of its own for the one block of an L25 class, past the cache and
  * the class's slabs with free blocks, which the caller found it has none
- * of; *fresh: its pages were never handed out, and are zero (carving
- * wrote only the two words handing the block out clears).  NULL when the
- * backend has no memory. */
-static void *block_of_own_span(struct hak_heap *heap, unsigned cls, bool *fresh)
+ * of; *dirty: the bytes from the block's start that may not be zero, the
+ * pages lent to a span never handed out (struct hak_slab), all of them in
+ * any other (carving wrote only the two words handing the block out
+ * clears).  NULL when the backend has no memory. */
+static void *block_of_own_span(struct hak_heap *heap, unsigned cls, size_t *dirty)
 {
     struct hak_slab *slab = fresh_slab(heap, cls);
     if (!slab)
         return NULL;
-    *fresh = slab->fresh;
+    *dirty = slab->fresh ? (size_t)slab->touched_pages * HAK_PAGE_SIZE : SIZE_MAX;
     heap->stats[cls].slabs_in++;
     heap->stats[cls].refills++;
     hak_slab_extend(slab);
@@ -1093,17 +1094,19 @@ void *hak_heap_alloc_zeroed(size_t size, size_t cls)
         memset(block, 0, size);
         return block;
     }
-    bool fresh = false;
+    size_t dirty = SIZE_MAX;
     /* Checked mode (level 2, memcheck) keeps canaries and guard pages, and
      * memcheck tracks what is defined: its blocks take the usual way. */
     if (!hak_harden.checked && !has_blocks_to_reuse(heap, cls)) {
         look_for_idle(heap, cls);
-        block = block_of_own_span(heap, cls, &fresh);
+        block = block_of_own_span(heap, cls, &dirty);
     }
-    if (!block)
+    if (!block) {
         block = refill(heap, size, cls);
-    if (block && !fresh)
-        memset(block, 0, size);
+        dirty = SIZE_MAX;
+    }
+    if (block)
+        memset(block, 0, dirty < size ? dirty : size);
     return block;
 }
 

@@ -1,8 +1,9 @@
 /* An mremap for the unit tests, which the allocator's os.c calls instead of
  * the C library's (the tests link its objects): it moves as the kernel does,
  * but refuses a move (MREMAP_FIXED) whose source mremap_refused says so,
- * as Linux before 6.17 refuses one over several of its mappings: after it
- * unmapped the destination.  It counts the refusals and keeps the sources
+ * as Linux before 6.17 refuses one over several of its mappings (after it
+ * unmapped the destination), or as Linux before 5.7 refuses
+ * MREMAP_DONTUNMAP (mremap_refusal).  It counts the refusals and keeps the sources
  * of the last moves it let through. */
 #ifndef HAKMEM_UNIT_REFUSING_MREMAP_H
 #define HAKMEM_UNIT_REFUSING_MREMAP_H
@@ -16,6 +17,10 @@
 
 /* NULL: every move as the kernel does it. */
 static bool (*mremap_refused)(const void *source, size_t size);
+/* How a move is refused: EFAULT as Linux before 6.17 refuses one over
+ * several mappings, after it unmapped the destination; EINVAL as Linux
+ * before 5.7 refuses MREMAP_DONTUNMAP, before it does anything. */
+static int mremap_refusal = EFAULT;
 
 /* Volatile: the compiler takes malloc for a call that writes no memory of
  * the program's, and mremap runs inside it. */
@@ -33,9 +38,10 @@ void *mremap(void *old_address, size_t old_size, size_t new_size, int flags, ...
         new_address = va_arg(args, void *);
         va_end(args);
         if (mremap_refused && mremap_refused(old_address, old_size)) {
-            munmap(new_address, new_size);
+            if (mremap_refusal == EFAULT)
+                munmap(new_address, new_size);
             mremap_refusals++;
-            errno = EFAULT;
+            errno = mremap_refusal;
             return MAP_FAILED;
         }
     }

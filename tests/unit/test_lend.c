@@ -5,9 +5,12 @@
  * The slabs that lent read as zeros and count no touched pages; a slab that
  * lends part of its pages lends its last ones and keeps the others for the
  * next span; a chunk that took lent pages is unmapped once wholly free.
+ * calloc zeroes the lent pages of a span and leaves its fresh ones alone.
+ * A process with locked memory lends none.
  * Where the kernel refuses (this program's mremap plays one before Linux
- * 5.7, refusing_mremap.h), the span is fresh memory, the spares go back
- * as before, and no move is tried again. */
+ * 6.17 and one before 5.7, refusing_mremap.h), the span is fresh memory
+ * and the spares go back as before; after the second, no move is tried
+ * again. */
 #include <string.h>
 #include <sys/resource.h>
 
@@ -143,8 +146,12 @@ static void test_span_takes_spare_pages(void)
     CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == LENDERS * HAK_SLAB_SIZE,
           "the span took %llu bytes of the stale spare's, not its %d slabs'",
           (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), LENDERS);
-    CHECK(!span->fresh && span->touched_pages == LENDERS * SLAB_PAGES,
-          "a span of lent pages says fresh %d, %u pages touched", span->fresh, span->touched_pages);
+    CHECK(span->touched_pages == LENDERS * SLAB_PAGES,
+          "a span of lent pages counts %u pages touched (calloc zeroes those)",
+          span->touched_pages);
+    CHECK(((const struct hak_arena_chunk *)span->chunk)->lent_ranges == 1,
+          "slabs side by side, all their pages touched, took %u moves, not one",
+          ((const struct hak_arena_chunk *)span->chunk)->lent_ranges);
     CHECK(pages_resident(span->start, LENDERS * SLAB_PAGES),
           "the span's pages were not resident before it was read");
     bool clean = true;
@@ -191,28 +198,80 @@ static bool refuse_all(const void *source, size_t size)
     return true;
 }
 
+/* A refusal like Linux's before 6.17 (the destination unmapped first) is
+ * one move's: the span is fresh memory, mapped again, the spare goes back,
+ * and the next span tries again.  One like Linux's before 5.7 (no
+ * MREMAP_DONTUNMAP) ends lending. */
 static void test_kernel_refuses(void)
 {
-    leave_stale_spare(1, SLAB_PAGES);
     mremap_refused = refuse_all;
-    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
-    struct hak_slab *span = arena_span(SLAB_PAGES);
-    CHECK(mremap_refusals == 1 && hak_stat_read(HAK_STAT_LENT_BYTES) == lent,
-          "%u moves refused, %llu bytes lent", mremap_refusals,
-          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent));
-    CHECK(span->touched_pages == 0 && !pages_resident(span->start, 1) &&
-              nonzero_offset(span->start, HAK_SLAB_SIZE) == PATTERN_INTACT,
-          "a span the kernel refused pages is not fresh memory");
-    memset(span->start, 1, HAK_SLAB_SIZE);
-    CHECK(!unit_page_resident(whole[0]->start),
-          "a stale spare kept its pages when the kernel refused to lend them");
-    hak_page_arena_free(span);
-
+    static const int refusals[] = {EFAULT, EINVAL};
+    for (unsigned r = 0; r < 2; r++) {
+        mremap_refusal = refusals[r];
+        leave_stale_spare(1, SLAB_PAGES);
+        unsigned refused = mremap_refusals;
+        uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+        struct hak_slab *span = arena_span(SLAB_PAGES);
+        CHECK(mremap_refusals == refused + 1 && hak_stat_read(HAK_STAT_LENT_BYTES) == lent,
+              "errno %d: %u moves refused, %llu bytes lent", refusals[r], mremap_refusals - refused,
+              (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent));
+        CHECK(span->touched_pages == 0 && !pages_resident(span->start, 1) &&
+                  nonzero_offset(span->start, HAK_SLAB_SIZE) == PATTERN_INTACT,
+              "errno %d: a span the kernel refused pages is not fresh memory", refusals[r]);
+        memset(span->start, 1, HAK_SLAB_SIZE);
+        CHECK(!unit_page_resident(whole[0]->start),
+              "errno %d: a stale spare kept its pages when the kernel refused to lend them",
+              refusals[r]);
+        hak_os_decommit(span->start, HAK_SLAB_SIZE); /* the arena keeps clean spans */
+        hak_page_arena_free(span);
+    }
     leave_stale_spare(1, SLAB_PAGES);
-    span = arena_span(SLAB_PAGES);
-    CHECK(mremap_refusals == 1, "a lend was tried again after the kernel refused one");
+    unsigned refused = mremap_refusals;
+    struct hak_slab *span = arena_span(SLAB_PAGES);
+    CHECK(mremap_refusals == refused, "a lend was tried again after the kernel refused the flag");
     hak_page_arena_free(span);
     mremap_refused = NULL;
+}
+
+/* calloc of an L25 block on a span of its own zeroes the pages lent to it,
+ * and leaves the others, fresh, untouched. */
+static void test_calloc_of_lent_span(void)
+{
+    enum { SIZE = 512 * 1024, LENT_PAGES = 2 * SLAB_PAGES };
+    leave_stale_spare(2, SLAB_PAGES);
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    unsigned char *block = calloc(1, SIZE);
+    if (!block)
+        hard_error("calloc(1, %d) failed", SIZE);
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == LENT_PAGES * HAK_PAGE_SIZE,
+          "the calloc'd block's span took %llu bytes, not the spare's %d pages",
+          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), LENT_PAGES);
+    unsigned resident = 0;
+    for (size_t page = LENT_PAGES; page < SIZE / HAK_PAGE_SIZE; page++)
+        resident += unit_page_resident(block + page * HAK_PAGE_SIZE);
+    CHECK(resident == 0, "calloc touched %u of the pages past those lent", resident);
+    CHECK(nonzero_offset(block, SIZE) == PATTERN_INTACT,
+          "calloc of a block on lent pages is not zero at %zu", nonzero_offset(block, SIZE));
+    free(block);
+}
+
+/* A process with locked memory lends nothing: a move would unlock the
+ * mapping it leaves (os.c).  The look at /proc/self/status stands for a
+ * second. */
+static void test_locked_memory_lends_nothing(void)
+{
+    static char page[HAK_PAGE_SIZE] __attribute__((aligned(HAK_PAGE_SIZE)));
+    unit_sleep_ms(1100);
+    CHECK(hak_os_can_lend(), "a process with no locked memory may not lend");
+    if (mlock(page, sizeof(page)) != 0) {
+        printf("mlock refused (%s): the locked part is skipped\n", strerror(errno));
+        return;
+    }
+    unit_sleep_ms(1100);
+    CHECK(!hak_os_can_lend(), "a process with a locked page may lend");
+    munlock(page, sizeof(page));
+    unit_sleep_ms(1100);
+    CHECK(hak_os_can_lend(), "a process whose memory is unlocked again may not lend");
 }
 
 int main(void)
@@ -226,6 +285,8 @@ int main(void)
     test_span_takes_spare_pages();
     if (hak_superslab_region_exists()) /* else a spare that lent part of its pages leaves */
         test_slab_lends_its_last_pages();
+    test_calloc_of_lent_span();
+    test_locked_memory_lends_nothing();
     test_kernel_refuses();
     return test_result("test_lend");
 }
