@@ -548,6 +548,17 @@ bool hak_os_map_at(void *addr, size_t size)
     return true;
 }
 
+/* Whether no mapping holds the page at addr (mincore's ENOMEM; EAGAIN,
+ * a kernel short of memory for its answer, asks again). */
+static bool page_unmapped(const char *addr)
+{
+    unsigned char resident;
+    int result;
+    while ((result = mincore((void *)addr, HAK_PAGE_SIZE, &resident)) != 0 && errno == EAGAIN)
+        ;
+    return result != 0 && errno == ENOMEM;
+}
+
 /* After a move that failed: the parts of dst the kernel had unmapped
  * before it gave up mapped again (a source over two mappings fails so
  * before 6.17, after it unmapped all of dst; from 6.17 a move over several
@@ -560,6 +571,9 @@ static bool map_holes(char *dst, size_t size)
 {
     enum { BATCH_PAGES = 1024 };
     unsigned char resident[BATCH_PAGES];
+    /* Before 6.17 the kernel unmapped all of dst: one mapping fills it. */
+    if (map_exactly_at((uintptr_t)dst, size, PROT_READ | PROT_WRITE, MAP_NORESERVE))
+        return true;
     bool mapped = false;
     char *end = dst + size;
     for (char *batch = dst; batch < end; batch += BATCH_PAGES * HAK_PAGE_SIZE) {
@@ -570,8 +584,7 @@ static bool map_holes(char *dst, size_t size)
             continue;
         for (char *page = batch; page < batch + length;) {
             char *hole_end = page;
-            while (hole_end < batch + length && mincore(hole_end, HAK_PAGE_SIZE, resident) != 0 &&
-                   errno == ENOMEM)
+            while (hole_end < batch + length && page_unmapped(hole_end))
                 hole_end += HAK_PAGE_SIZE;
             if (hole_end == page) {
                 page += HAK_PAGE_SIZE;
@@ -613,14 +626,14 @@ bool hak_os_move(void *src, size_t size, void *dst, bool *dst_fresh)
 #define MAX_LENT_RANGES 4096
 static atomic_uint live_lent_ranges;
 /* Set once the kernel refused a lend for want of MREMAP_DONTUNMAP (EINVAL,
- * before 5.7): the pages go back and fresh ones fault in, as before
- * lending was tried. */
+ * before 5.7), or a filter refused the call: the pages go back and fresh
+ * ones fault in, as before lending was tried. */
 static atomic_bool lend_unsupported;
 
 /* How long the answer of memory_locked stands. */
 #define LOCKED_LOOK_MS 1000
 static _Atomic uint64_t locked_look_ms;
-static atomic_bool locked_seen;
+static atomic_bool locked_seen = true; /* until the first look has answered */
 
 /* Whether the process has locked memory (mlock, mlockall: VmLck in
  * /proc/self/status, or no answer), looked at once a second at most: a
@@ -633,7 +646,6 @@ static bool memory_locked(void)
     uint64_t last = atomic_load_explicit(&locked_look_ms, memory_order_relaxed);
     if (last && now - last < LOCKED_LOOK_MS)
         return atomic_load_explicit(&locked_seen, memory_order_relaxed);
-    atomic_store_explicit(&locked_look_ms, now ? now : 1, memory_order_relaxed);
     char status[4096];
     size_t length = hak_os_read_file("/proc/self/status", status, sizeof(status) - 1);
     status[length] = '\0';
@@ -646,6 +658,7 @@ static bool memory_locked(void)
         locked = *field != '0';
     }
     atomic_store_explicit(&locked_seen, locked, memory_order_relaxed);
+    atomic_store_explicit(&locked_look_ms, now ? now : 1, memory_order_release);
     return locked;
 }
 
@@ -656,24 +669,27 @@ bool hak_os_can_lend(void)
            !memory_locked();
 }
 
-bool hak_os_lend(void *src, size_t size, void *dst, bool *dst_fresh)
+enum hak_lend_result hak_os_lend(void *src, size_t size, void *dst)
 {
-    *dst_fresh = false;
     if (atomic_load_explicit(&lend_unsupported, memory_order_relaxed) ||
         atomic_load_explicit(&live_lent_ranges, memory_order_relaxed) >= MAX_LENT_RANGES)
-        return false;
+        return HAK_LEND_REFUSED;
     int saved = errno; /* a refusal is no error of the caller's */
+    enum hak_lend_result result = HAK_LENT;
     if (mremap(src, size, size, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, dst) !=
         MAP_FAILED) {
-        atomic_fetch_add_explicit(&live_lent_ranges, 1, memory_order_relaxed);
         hak_stat_add(HAK_STAT_LENT_BYTES, size);
-        return true;
-    }
-    if (errno == EINVAL)
+    } else if (errno == EINVAL || errno == EPERM || errno == ENOSYS) { /* or a seccomp filter */
         atomic_store_explicit(&lend_unsupported, true, memory_order_relaxed);
-    *dst_fresh = map_holes(dst, size);
+        result = HAK_LEND_REFUSED;
+    } else {
+        map_holes(dst, size);
+        result = HAK_LEND_FAILED;
+    }
+    if (result != HAK_LEND_REFUSED)
+        atomic_fetch_add_explicit(&live_lent_ranges, 1, memory_order_relaxed);
     errno = saved;
-    return false;
+    return result;
 }
 
 void hak_os_forget_lent(uint32_t ranges)

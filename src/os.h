@@ -107,9 +107,10 @@ bool hak_os_map_at(void *addr, size_t size);
 /* Moves the pages of [src, src + size) over dst, a mapping of ours which
  * they replace, without copying or faulting them in again; src is then
  * unmapped.  False when the kernel cannot (before Linux 6.17, a range over
- * more than one kernel mapping): src is as it was, and dst mapped still;
- * *dst_fresh says whether the kernel had unmapped it before it failed, so
- * that it was mapped again, with fresh pages and no NUMA policy.  In the
+ * more than one kernel mapping): src is as it was (from 6.17, where a move
+ * over several may stop after some, not always), and dst mapped still;
+ * *dst_fresh says whether the kernel had unmapped some of it before it
+ * failed, mapped again with fresh pages and no NUMA policy.  In the
  * moment between, another thread's mmap may take the hole, which is then
  * taken for dst still (a window of a few microseconds, on those kernels
  * only). */
@@ -119,13 +120,21 @@ bool hak_os_move(void *src, size_t size, void *dst, bool *dst_fresh);
  * was mapped there, without copying or faulting them in again; src stays
  * mapped and reads as zeros, as after hak_os_decommit.  The range moved
  * keeps src's mapping's attributes (its NUMA policy, its huge-page advice)
- * for as long as it stays mapped.  False when the kernel cannot: where it
- * knows no MREMAP_DONTUNMAP (before 5.7), from then on; and past a bound
- * on the ranges lent and not yet unmapped (each may split the mapping it
- * lands in).  src is then as it was, and dst mapped, *dst_fresh saying
- * whether some of it was mapped again with fresh pages and no NUMA
- * policy, as after a failed hak_os_move. */
-bool hak_os_lend(void *src, size_t size, void *dst, bool *dst_fresh);
+ * for as long as it stays mapped. */
+enum hak_lend_result {
+    HAK_LENT,
+    /* Not tried, or refused before the kernel touched dst: where it knows
+     * no MREMAP_DONTUNMAP (before 5.7) or a filter refuses the call, from
+     * then on; and past a bound on the ranges lent and not yet unmapped
+     * (each may split the mapping it lands in). */
+    HAK_LEND_REFUSED,
+    /* Failed after the kernel unmapped dst, all or some, which is mapped
+     * again with fresh pages and no NUMA policy, as after a failed
+     * hak_os_move, and may hold some of src's pages (from 6.17 a move over
+     * several mappings may stop after some): a range lent all the same. */
+    HAK_LEND_FAILED,
+};
+enum hak_lend_result hak_os_lend(void *src, size_t size, void *dst);
 /* Whether a lend is worth preparing for: the kernel has not refused one,
  * the bound on ranges is not reached, and the process has no locked
  * memory (which a lend would unlock: os.c). */

@@ -307,9 +307,10 @@ void hak_shared_pool_release_stale(unsigned node)
  * the moves.  Free slabs side by side with all their pages touched move
  * in one call: one kernel mapping where they land, and one flush of the
  * TLBs.  A slab that cannot lend all its pages lends the last ones, and
- * keeps the others, still counted as touched, for the next span. */
+ * keeps the others, still counted as touched, for the next span.  A move
+ * the kernel refused sets *refused, its bytes counted with those lent. */
 static size_t lend_slabs(struct hak_superslab *ss, unsigned node, char *dst, size_t room,
-                         uint32_t *ranges)
+                         uint32_t *ranges, bool *refused)
 {
     enum { SLAB_PAGES = HAK_SLAB_SIZE / HAK_PAGE_SIZE };
     size_t lent = 0;
@@ -331,11 +332,17 @@ static size_t lend_slabs(struct hak_superslab *ss, unsigned node, char *dst, siz
         size_t piece = run < room - lent ? run : room - lent;
         for (unsigned i = 0; i < count; i++)
             hak_slab_clear_touched_free_words(&slab[i]);
-        bool dst_fresh;
-        if (!hak_os_lend(slab->start + run - piece, piece, dst + lent, &dst_fresh)) {
-            if (dst_fresh)
-                hak_numa_bind(dst + lent, piece, node);
+        enum hak_lend_result result = hak_os_lend(slab->start + run - piece, piece, dst + lent);
+        if (result == HAK_LEND_REFUSED) {
+            *refused = true;
             break;
+        }
+        if (result == HAK_LEND_FAILED) {
+            /* Counted as lent, for calloc to zero what it may hold. */
+            hak_numa_bind(dst + lent, piece, node);
+            *refused = true;
+            (*ranges)++;
+            return lent + piece;
         }
         if (count == 1)
             slab->touched_pages -= (uint32_t)(piece / HAK_PAGE_SIZE);
@@ -367,18 +374,25 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ran
     uint64_t now = hak_os_now_ms(), age_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
     size_t lent = 0;
     bool can_lend = hak_os_aged(now, oldest, age_ms) && hak_os_can_lend();
-    while (can_lend && lent < size && oldest != NO_SPARES && hak_os_aged(now, oldest, age_ms)) {
+    /* Pages of at most as many spares as a release retires, for this is a
+     * malloc; spares with none leave on the way. */
+    unsigned lent_from = 0;
+    while (can_lend && lent < size && lent_from < MAX_RETIRED_BY_CALL && oldest != NO_SPARES &&
+           hak_os_aged(now, oldest, age_ms)) {
         struct hak_superslab *ss = NULL;
         pthread_mutex_lock(lock_of(pool));
         leave_older(pool, now, age_ms, 1, &ss);
         pthread_mutex_unlock(lock_of(pool));
         if (!ss)
             break;
-        lent += lend_slabs(ss, node, dst + lent, size - lent, ranges);
+        bool refused = false;
+        size_t moved = lend_slabs(ss, node, dst + lent, size - lent, ranges, &refused);
+        lent += moved;
+        lent_from += moved != 0;
         /* Pages left where dst is not full: the kernel refused, or the
          * bound on lent ranges was reached. */
         bool still_holds_pages = holds_touched_slabs(ss);
-        if (still_holds_pages && lent == size && hak_superslab_region_holds(ss)) {
+        if (still_holds_pages && lent == size && !refused && hak_superslab_region_holds(ss)) {
             /* Still the oldest, for the next span (one outside the region
              * leaves: a spare kept meanwhile may have taken its place
              * among the mapped ones). */
@@ -390,7 +404,7 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ran
         }
         retire(pool, ss);
         oldest = __atomic_load_n(&pool->oldest_spare_ms, __ATOMIC_RELAXED);
-        if (still_holds_pages)
+        if (still_holds_pages || refused)
             break;
     }
     /* The rest of dst faults in fresh: stale spares that could not lend

@@ -32,7 +32,8 @@ void hak_shared_pool_release_stale(unsigned node);
  * spares leave, but for the last, which stays while it holds pages (in
  * the SuperSlab region; one outside leaves too); where they cannot fill
  * dst, the stale spares left leave as above.  Returns the bytes of dst so
- * filled, *ranges counting the moves.  A program whose
+ * filled (with those of a move the kernel refused, which may hold some of
+ * the pages: calloc zeroes them), *ranges counting the moves.  A program whose
  * small blocks of one phase give way to bigger ones in the next takes no
  * page faults for the memory the first left (phases: 46k faults in place
  * of 81k, 0.09 s of system time in place of 0.13), and keeps no more

@@ -42,8 +42,9 @@ void *hak_heap_refill(size_t size, size_t cls);
 /* calloc of a block of an L25 class, over 32 KiB (size bytes zeroed).  One
  * the cache and the class's slabs cannot give takes a span of its own
  * (thread_heap.c): one fresh from the PageArena is zero already (the two
- * words carving wrote cleared as the block is handed out), and calloc
- * writes none of it, so that the program gets the pages untouched, as
+ * words carving wrote cleared as the block is handed out), but for the
+ * pages idle SuperSlabs lent it (arena/shared_pool.h), and calloc writes
+ * none of the rest, so that the program gets those pages untouched, as
  * glibc and jemalloc hand out fresh memory (calloc of 200 blocks of
  * 512 KiB, a byte of each written: 25.9k faults and 104 MB resident when
  * each was cleared whole, glibc's 278 faults and 2.0 MB).
