@@ -491,6 +491,27 @@ size_t hak_os_read_file(const char *path, char *buf, size_t size)
     return len;
 }
 
+const char *hak_os_status_field(const char *path, const char *key, char *buf, size_t size)
+{
+    size_t len = hak_os_read_file(path, buf, size - 1);
+    buf[len] = '\0';
+    size_t key_len = strlen(key);
+    for (char *line = buf; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (strncmp(line, key, key_len) != 0)
+            continue;
+        char *value = line + key_len;
+        while (*value == ' ' || *value == '\t')
+            value++;
+        char *end = strchr(value, '\n');
+        if (!end && len == size - 1)
+            return NULL; /* cut off */
+        if (end)
+            *end = '\0';
+        return value;
+    }
+    return NULL;
+}
+
 /* The balloon reports only free blocks of a huge page or more, which the
  * host then unmaps: the guest's next huge page likely lies in one, and its
  * first touch faults in the host as well.  Devices are numbered from 0; a
@@ -647,32 +668,30 @@ static bool memory_locked(void)
     if (last && now - last < LOCKED_LOOK_MS)
         return atomic_load_explicit(&locked_seen, memory_order_relaxed);
     char status[4096];
-    size_t length = hak_os_read_file("/proc/self/status", status, sizeof(status) - 1);
-    status[length] = '\0';
-    const char *field = strstr(status, "\nVmLck:");
-    bool locked = true;
-    if (field) {
-        field += strlen("\nVmLck:");
-        while (*field == ' ' || *field == '\t')
-            field++;
-        locked = *field != '0';
-    }
+    const char *locked_kb =
+        hak_os_status_field("/proc/self/status", "VmLck:", status, sizeof(status));
+    bool locked = !locked_kb || *locked_kb != '0';
     atomic_store_explicit(&locked_seen, locked, memory_order_relaxed);
     atomic_store_explicit(&locked_look_ms, now ? now : 1, memory_order_release);
     return locked;
 }
 
-bool hak_os_can_lend(void)
+/* The kernel has not refused a lend, and the bound on ranges is not
+ * reached. */
+static bool lend_allowed(void)
 {
     return !atomic_load_explicit(&lend_unsupported, memory_order_relaxed) &&
-           atomic_load_explicit(&live_lent_ranges, memory_order_relaxed) < MAX_LENT_RANGES &&
-           !memory_locked();
+           atomic_load_explicit(&live_lent_ranges, memory_order_relaxed) < MAX_LENT_RANGES;
+}
+
+bool hak_os_can_lend(void)
+{
+    return lend_allowed() && !memory_locked();
 }
 
 enum hak_lend_result hak_os_lend(void *src, size_t size, void *dst)
 {
-    if (atomic_load_explicit(&lend_unsupported, memory_order_relaxed) ||
-        atomic_load_explicit(&live_lent_ranges, memory_order_relaxed) >= MAX_LENT_RANGES)
+    if (!lend_allowed())
         return HAK_LEND_REFUSED;
     int saved = errno; /* a refusal is no error of the caller's */
     enum hak_lend_result result = HAK_LENT;

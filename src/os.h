@@ -90,6 +90,11 @@ bool hak_os_allowed_memory_nodes(unsigned long mask[HAK_OS_NODEMASK_WORDS]);
 /* Up to size bytes of a file (a sysfs or procfs one); 0 when it cannot be
  * read. */
 size_t hak_os_read_file(const char *path, char *buf, size_t size);
+/* The value of a line of a status file ("/proc/self/status"), the one
+ * that starts with key ("VmLck:"), read into buf (size bytes), the blanks
+ * after the key skipped and the line ended at its newline; NULL when the
+ * file has no such line or buf ends inside it. */
+const char *hak_os_status_field(const char *path, const char *key, char *buf, size_t size);
 /* Whether the hypervisor takes back the memory this (guest) kernel frees: a
  * virtio balloon that reports free pages, as root/sys/bus/virtio tells
  * (root: "" for the machine's own).  One caller at a time: its buffers are

@@ -101,20 +101,12 @@ static size_t read_whole(const char *path, char *text, size_t size, struct hak_n
  * Groups: line before it), where a cut list would count too few nodes. */
 static size_t allowed_memory(const char *root, char *text, size_t size)
 {
-    static const char key[] = "\nMems_allowed_list:";
-    char *status = scratch.text;
-    size_t len =
-        hak_os_read_file(path_of(root, -1, "/proc/self/status"), status, sizeof(scratch.text) - 1);
-    status[len] = '\0';
-    const char *line = strstr(status, key);
+    const char *line =
+        hak_os_status_field(path_of(root, -1, "/proc/self/status"),
+                            "Mems_allowed_list:", scratch.text, sizeof(scratch.text));
     if (!line)
         return 0;
-    line += sizeof(key) - 1;
-    while (*line == ' ' || *line == '\t')
-        line++;
-    size_t n = strcspn(line, "\n");
-    if (!line[n] && len == sizeof(scratch.text) - 1)
-        return 0;
+    size_t n = strlen(line);
     if (n > size)
         n = size;
     memcpy(text, line, n);
