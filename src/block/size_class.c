@@ -36,6 +36,22 @@ const uint8_t hak_mid_class_of[HAK_L25_MAX / 256] = {
     M1024(0), M1024(1024), M1024(2048), M1024(3072),
 };
 
+/* The classes of page-aligned blocks by (need - 1) / 4 KiB, need >= 4 KiB:
+ * the class of need rounded up to a page, or, where that is a colour class
+ * (whose blocks are 256-aligned only), its doubling's power of two, the
+ * last class of its four.  A load where hak_aligned_class otherwise tests
+ * for the colour classes, a branch that a mix of sizes takes in two
+ * requests of five (page-aligned buffers of 4-64 KiB). */
+#define UNCOLOURED(c) ((c) - HAK_FIRST_COLOUR_CLASS < HAK_COLOUR_CLASSES ? (c) | 3u : (c))
+#define PAGE_OF(i) UNCOLOURED(MID_OF(((i) + 1u) * HAK_PAGE_SIZE - 1))
+#define P4(i) PAGE_OF(i), PAGE_OF((i) + 1), PAGE_OF((i) + 2), PAGE_OF((i) + 3)
+#define P16(i) P4(i), P4((i) + 4), P4((i) + 8), P4((i) + 12)
+#define P64(i) P16(i), P16((i) + 16), P16((i) + 32), P16((i) + 48)
+
+const uint8_t hak_page_aligned_class_of[HAK_L25_MAX / HAK_PAGE_SIZE] = {
+    P64(0), P64(64), P64(128), P64(192),
+};
+
 /* Quarter steps: class k of a doubling from 2^e serves up to (5+k) << (e-2),
  * its blocks colour bytes longer but for the power of two; F of each. */
 #define STEPS(F, e, colour) F((5u << ((e) - 2)) + (colour)), F((6u << ((e) - 2)) + (colour)), \
