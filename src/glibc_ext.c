@@ -8,8 +8,6 @@
 
 #include "arena/hot_span_box.h"
 #include "arena/large.h"
-#include "arena/page_arena.h"
-#include "arena/shared_pool.h"
 #include "front/thread_heap.h"
 #include "hakmem.h"
 #include "internal.h"
@@ -81,17 +79,7 @@ HAK_API struct mallinfo mallinfo(void)
 HAK_API int malloc_trim(size_t pad)
 {
     (void)pad;
-    hak_heap_trim();
-    size_t released = 0;
-    for (unsigned node = 0; node < hak_numa_node_count(); node++) {
-        /* Hot spans first: they return to the PageArena, whose chunks
-         * they may leave wholly free. */
-        released += hak_hot_span_release_all(node);
-        released += hak_page_arena_release_free(node);
-        released += hak_large_release_cached(node);
-        released += hak_shared_pool_release(node);
-    }
-    return released != 0;
+    return hak_heap_trim();
 }
 
 HAK_API void malloc_stats(void)

@@ -57,7 +57,14 @@ static HAK_NOINLINE void *alloc_large(size_t size, size_t align, bool zeroed)
     if (size > PTRDIFF_MAX)
         return fail_nomem();
     hak_init();
-    return hak_large_alloc(size, align, hak_tls.heap->node, zeroed);
+    int saved_errno = errno;
+    void *block = hak_large_alloc(size, align, hak_tls.heap->node, zeroed);
+    if (HAK_UNLIKELY(!block) && hak_heap_trim()) {
+        block = hak_large_alloc(size, align, hak_tls.heap->node, zeroed);
+        if (block) /* a success shows no error of the attempt that failed */
+            errno = saved_errno;
+    }
+    return block;
 }
 
 /* Memory the page map gives a chunk whose head holds no kind or route of

@@ -267,6 +267,63 @@ static void test_budget_below_address_space(void)
           budget / MiB, before / MiB);
 }
 
+#define CACHED_BYTES (12 * MiB)
+#define CACHED_HEADROOM (8 * MiB)
+
+/* In a child (the limit stays), which exits as test_result has it: a large
+ * block just freed stays mapped for reuse, seconds before it ages out, and
+ * the 64 KiB blocks that then find no address space left under a limit
+ * CACHED_HEADROOM above what the process maps get its room too, as they
+ * would once it had aged.  Where it stayed, the blocks stopped at the limit
+ * and a later call, after the mapping aged, found room again: an answer
+ * that depended on the clock. */
+static void cached_child(void)
+{
+    unsigned char *large = malloc(CACHED_BYTES);
+    if (large == NULL) {
+        hard_error("malloc(%zu MiB) failed with no limit", CACHED_BYTES / MiB);
+    }
+    large[0] = 1;
+    free(large);
+    free(malloc(64 * KiB));
+    struct rlimit limit;
+    getrlimit(RLIMIT_AS, &limit);
+    limit.rlim_cur = vsz_bytes() + CACHED_HEADROOM;
+    if (setrlimit(RLIMIT_AS, &limit) != 0) {
+        hard_error("setrlimit(RLIMIT_AS) failed: %s", strerror(errno));
+    }
+    size_t count;
+    struct chain *mid = allocate_until_failure(64 * KiB, 4096, &count);
+    printf("%zu MiB cached, limit %zu MiB above use: %zu blocks of 64 KiB\n", CACHED_BYTES / MiB,
+           CACHED_HEADROOM / MiB, count);
+    CHECK(count * 64 * KiB > CACHED_HEADROOM + CACHED_BYTES / 2,
+          "%zu blocks of 64 KiB (%zu MiB) fit under a limit %zu MiB above use while a freed "
+          "%zu MiB block stayed mapped: the cached memory was kept, not given back",
+          count, count * 64 * KiB / MiB, CACHED_HEADROOM / MiB, CACHED_BYTES / MiB);
+    free_chain(mid);
+    fflush(NULL);
+    _exit(test_result("test_oom (cached memory)"));
+}
+
+static void test_cached_memory_given_back(void)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        hard_error("fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        cached_child();
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) {
+        hard_error("waitpid: %s", strerror(errno));
+    }
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "the child that allocates under a limit with freed memory cached failed (status %#x)",
+          status);
+}
+
 int main(void)
 {
     struct rlimit limit;
@@ -280,6 +337,7 @@ int main(void)
     }
 
     test_budget_below_address_space();
+    test_cached_memory_given_back();
 
     /* Let the allocator set itself up (caches, maps) before the limit. */
     free(malloc(64));

@@ -1036,7 +1036,14 @@ void *hak_heap_refill(size_t size, size_t cls)
     void *cached = cached_list(heap, cls);
     if (cached)
         return hak_heap_pop(heap->thread, cls, cached);
-    return refill(heap, size, cls);
+    int saved_errno = errno;
+    void *block = refill(heap, size, cls);
+    if (HAK_UNLIKELY(!block) && hak_heap_trim()) {
+        block = refill(heap, size, cls);
+        if (block) /* a success shows no error of the attempt that failed */
+            errno = saved_errno;
+    }
+    return block;
 }
 
 /* A span of its own for the one block of an L25 class, past the cache and
@@ -1102,7 +1109,13 @@ void *hak_heap_alloc_zeroed(size_t size, size_t cls)
         block = block_of_own_span(heap, cls, &dirty);
     }
     if (!block) {
+        int saved_errno = errno;
         block = refill(heap, size, cls);
+        if (HAK_UNLIKELY(!block) && hak_heap_trim()) {
+            block = refill(heap, size, cls);
+            if (block)
+                errno = saved_errno;
+        }
         dirty = SIZE_MAX;
     }
     if (block)
@@ -1476,11 +1489,8 @@ static void release_abandoned(struct hak_heap *heap)
     }
 }
 
-void hak_heap_trim(void)
+static void trim_heap(struct hak_heap *heap)
 {
-    struct hak_heap *heap = hak_tls.heap;
-    if (heap == &hak_empty_heap)
-        return;
     drain_delayed(heap);
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         release_cache(heap, cls);
@@ -1492,6 +1502,23 @@ void hak_heap_trim(void)
         }
     }
     release_abandoned(heap);
+}
+
+bool hak_heap_trim(void)
+{
+    struct hak_heap *heap = hak_tls.heap;
+    if (heap != &hak_empty_heap)
+        trim_heap(heap);
+    size_t released = 0;
+    for (unsigned node = 0; node < hak_numa_node_count(); node++) {
+        /* Hot spans first: they return to the PageArena, whose chunks
+         * they may leave wholly free. */
+        released += hak_hot_span_release_all(node);
+        released += hak_page_arena_release_free(node);
+        released += hak_large_release_cached(node);
+        released += hak_shared_pool_release(node);
+    }
+    return released != 0;
 }
 
 /* ---- thread exit ---- */

@@ -81,10 +81,16 @@ size_t hak_heap_requested_size(struct hak_slab *slab, void *block);
  * when they and the canary's record fill more than half of it (as level 1
  * keeps a block) and the calling thread owns its slab; false if not. */
 bool hak_heap_resize_checked(struct hak_slab *slab, void *block, size_t size);
-/* malloc_trim: the calling thread's cached blocks go back to their slabs,
+/* malloc_trim, and an allocation that found no memory, before it tries
+ * once more: the calling thread's cached blocks go back to their slabs,
  * and its slabs left empty to their backends, with the empty slabs of
- * exited threads. */
-void hak_heap_trim(void);
+ * exited threads; then every node's backends give back the free memory
+ * they keep, whatever its age.  True if any memory went back.  An
+ * allocation that failed while memory waited to age out (decay) would fail
+ * or not by the clock: under an address-space limit, 1 MiB blocks and
+ * SuperSlabs were refused while a cached large mapping and stale spans
+ * held the room, which a later call, once they had aged, found free. */
+bool hak_heap_trim(void);
 /* Thread exit: empties the caches, hands back or abandons every slab. */
 void hak_heap_thread_exit(void *heap);
 /* In a forked child, where only the calling thread lives, with the registry
