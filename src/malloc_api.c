@@ -52,19 +52,37 @@ static size_t moved_request(size_t old, size_t size)
     return old + old / 2;
 }
 
+/* A block of node's backends, past the thread caches: a mapping of its
+ * own, or for a node block (hak_malloc_onnode) up to HAK_L25_MAX, a span. */
+static void *alloc_in_backend(size_t size, size_t align, unsigned node, bool zeroed,
+                              bool node_block)
+{
+    if (node_block && size <= HAK_L25_MAX)
+        return hak_node_block_alloc(size, node);
+    return hak_large_alloc(size, align, node, zeroed);
+}
+
+/* The same, and where it finds no memory, once more after hak_heap_trim
+ * gave some back. */
+static void *alloc_in_backend_or_trim(size_t size, size_t align, unsigned node, bool zeroed,
+                                      bool node_block)
+{
+    int saved_errno = errno;
+    void *block = alloc_in_backend(size, align, node, zeroed, node_block);
+    if (HAK_UNLIKELY(!block) && hak_heap_trim()) {
+        block = alloc_in_backend(size, align, node, zeroed, node_block);
+        if (block) /* a success shows no error of the attempt that failed */
+            errno = saved_errno;
+    }
+    return block;
+}
+
 static HAK_NOINLINE void *alloc_large(size_t size, size_t align, bool zeroed)
 {
     if (size > PTRDIFF_MAX)
         return fail_nomem();
     hak_init();
-    int saved_errno = errno;
-    void *block = hak_large_alloc(size, align, hak_tls.heap->node, zeroed);
-    if (HAK_UNLIKELY(!block) && hak_heap_trim()) {
-        block = hak_large_alloc(size, align, hak_tls.heap->node, zeroed);
-        if (block) /* a success shows no error of the attempt that failed */
-            errno = saved_errno;
-    }
-    return block;
+    return alloc_in_backend_or_trim(size, align, hak_tls.heap->node, zeroed, false);
 }
 
 /* Memory the page map gives a chunk whose head holds no kind or route of
@@ -476,10 +494,9 @@ HAK_API void *hak_malloc_onnode(size_t size, int node)
     /* The thread's own caches only when they are on its current node. */
     if ((unsigned)index == hak_tls.node && (unsigned)index == hak_numa_thread_node())
         return alloc(size);
-    if (size > HAK_L25_MAX)
-        return size > PTRDIFF_MAX ? fail_nomem()
-                                  : hak_large_alloc(size, HAK_PAGE_SIZE, (unsigned)index, false);
-    return hak_node_block_alloc(size, (unsigned)index);
+    if (size > PTRDIFF_MAX)
+        return fail_nomem();
+    return alloc_in_backend_or_trim(size, HAK_PAGE_SIZE, (unsigned)index, false, true);
 }
 
 HAK_API int hak_node_of(const void *ptr)

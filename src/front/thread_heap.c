@@ -1027,6 +1027,20 @@ static void *refill(struct hak_heap *heap, size_t size, unsigned cls)
     return block;
 }
 
+/* refill, and where it finds no memory, once more after hak_heap_trim gave
+ * some back. */
+static void *refill_or_trim(struct hak_heap *heap, size_t size, unsigned cls)
+{
+    int saved_errno = errno;
+    void *block = refill(heap, size, cls);
+    if (HAK_UNLIKELY(!block) && hak_heap_trim()) {
+        block = refill(heap, size, cls);
+        if (block) /* a success shows no error of the attempt that failed */
+            errno = saved_errno;
+    }
+    return block;
+}
+
 void *hak_heap_refill(size_t size, size_t cls)
 {
     struct hak_heap *heap = heap_for_refill();
@@ -1036,14 +1050,7 @@ void *hak_heap_refill(size_t size, size_t cls)
     void *cached = cached_list(heap, cls);
     if (cached)
         return hak_heap_pop(heap->thread, cls, cached);
-    int saved_errno = errno;
-    void *block = refill(heap, size, cls);
-    if (HAK_UNLIKELY(!block) && hak_heap_trim()) {
-        block = refill(heap, size, cls);
-        if (block) /* a success shows no error of the attempt that failed */
-            errno = saved_errno;
-    }
-    return block;
+    return refill_or_trim(heap, size, cls);
 }
 
 /* A span of its own for the one block of an L25 class, past the cache and
@@ -1109,13 +1116,7 @@ void *hak_heap_alloc_zeroed(size_t size, size_t cls)
         block = block_of_own_span(heap, cls, &dirty);
     }
     if (!block) {
-        int saved_errno = errno;
-        block = refill(heap, size, cls);
-        if (HAK_UNLIKELY(!block) && hak_heap_trim()) {
-            block = refill(heap, size, cls);
-            if (block)
-                errno = saved_errno;
-        }
+        block = refill_or_trim(heap, size, cls);
         dirty = SIZE_MAX;
     }
     if (block)
