@@ -268,6 +268,9 @@ struct hak_superslab {
     uint32_t free_slabs; /* bit i: slab i is free */
     uint32_t used_slabs;
     uint64_t emptied_ms; /* when its last slab in use came back, as a spare */
+    /* Ranges of hot spans' pages moved into its slabs (hak_os_lend), each
+     * a kernel mapping of its own until the slabs are mapped anew. */
+    uint32_t lent_ranges;
     /* A copy of page_cls below in its part's page table, for a SuperSlab
      * of the region (arena/superslab.h), written with it; NULL outside. */
     uint8_t *region_page_cls;

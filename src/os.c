@@ -716,6 +716,17 @@ void hak_os_forget_lent(uint32_t ranges)
     atomic_fetch_sub_explicit(&live_lent_ranges, ranges, memory_order_relaxed);
 }
 
+bool hak_os_map_anew(void *addr, size_t size)
+{
+    int saved = errno; /* a refusal is no error of the caller's */
+    if (mmap(addr, size, PROT_READ | PROT_WRITE, MAP_FLAGS | MAP_FIXED, -1, 0) == MAP_FAILED) {
+        errno = saved;
+        return false;
+    }
+    hak_stat_add(HAK_STAT_DECOMMITTED_BYTES, size);
+    return true;
+}
+
 /* The decimal number at *text, which moves past it. */
 static unsigned parse_number(const char **text)
 {

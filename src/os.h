@@ -146,6 +146,11 @@ enum hak_lend_result hak_os_lend(void *src, size_t size, void *dst);
 bool hak_os_can_lend(void);
 /* The mapping that ranges of those lent landed in was unmapped. */
 void hak_os_forget_lent(uint32_t ranges);
+/* Memory at addr, all of it mapped already, mapped anew: fresh pages, one
+ * kernel mapping where lent ranges cut it into several, which may merge
+ * with its neighbours again once bound as they are (the caller's part);
+ * false, with nothing changed, where the kernel refused. */
+bool hak_os_map_anew(void *addr, size_t size);
 /* Whether the kernel moves the pages of more than one of its mappings in
  * one call (Linux 6.17 on): older ones refuse, after they unmapped the
  * destination, so that only a range known to be one mapping is worth a

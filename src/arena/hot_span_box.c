@@ -83,6 +83,19 @@ static void age_append(struct hot_span_box *box, struct hak_slab *span)
     box->spans++;
 }
 
+/* span as the oldest of box. */
+static void age_prepend(struct hot_span_box *box, struct hak_slab *span)
+{
+    span->age_prev = NULL;
+    span->age_next = box->oldest;
+    if (box->oldest)
+        box->oldest->age_prev = span;
+    else
+        box->newest = span;
+    box->oldest = span;
+    box->spans++;
+}
+
 static void unlink_span(struct hot_span_box *box, struct hak_slab *span)
 {
     hak_span_bins_remove(&box->bins, span);
@@ -512,30 +525,27 @@ static void leave_service(struct hak_slab *span)
         hak_span_map_pages(span, span->first_page, span->pages);
 }
 
-void hak_hot_span_discard(struct hak_slab *span)
+/* span, freed, into the box: as the newest, or where stale, as the oldest,
+ * freed a sixteenth of the decay ago. */
+static void put(struct hak_slab *span, bool stale)
 {
-    leave_service(span);
-    span->next = NULL;
-    release(span);
-}
-
-void hak_hot_span_put(struct hak_slab *span)
-{
-    if (hak_options_hot_bytes() == 0) {
-        hak_hot_span_discard(span);
-        return;
-    }
     leave_service(span);
     unsigned shard = shard_for_put(span);
     struct hot_span_box *box = &boxes[span->node][shard];
     struct hak_slab *drop[2] = {NULL, NULL};
     uint64_t now = hak_os_now_ms();
+    uint64_t stale_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
     pthread_mutex_lock(lock_of(box));
     span = coalesce(box, span, drop);
     __atomic_store_n(&span->kind, HAK_SLAB_HOT_SPAN + shard, __ATOMIC_RELAXED);
-    span->freed_ms = now;
     hak_span_bins_insert(&box->bins, span);
-    age_append(box, span);
+    if (stale) {
+        span->freed_ms = now > stale_ms ? now - stale_ms : 0;
+        age_prepend(box, span);
+    } else {
+        span->freed_ms = now;
+        age_append(box, span);
+    }
     box->bytes += span_bytes(span);
     struct hak_slab *evicted = collect_evictions(box, now, hak_options.decay_ms, BY_USE);
     note_longest(box);
@@ -546,6 +556,26 @@ void hak_hot_span_put(struct hak_slab *span)
         if (drop[i])
             hak_span_desc_free(drop[i]);
     release(evicted);
+}
+
+void hak_hot_span_discard(struct hak_slab *span)
+{
+    if (hak_options_hot_bytes() == 0) {
+        leave_service(span);
+        span->next = NULL;
+        release(span);
+        return;
+    }
+    put(span, true);
+}
+
+void hak_hot_span_put(struct hak_slab *span)
+{
+    if (hak_options_hot_bytes() == 0) {
+        hak_hot_span_discard(span);
+        return;
+    }
+    put(span, false);
 }
 
 size_t hak_hot_span_retained(unsigned node, uint64_t *count)
@@ -595,6 +625,121 @@ void hak_hot_span_release_stale(unsigned node)
 {
     release_older(node, hak_os_now_ms(), hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION,
                   BY_RELEASE);
+}
+
+/* ---- lending to SuperSlabs ---- */
+
+/* Spans a lend takes pages from, at most, per shard: this is a malloc. */
+#define MAX_LENT_SPANS_BY_CALL 8
+
+/* Whether span's pages may move: not out of a chunk advised huge pages,
+ * whose huge pages a move would break up, nor, where the kernel moves no
+ * range over several of its mappings, out of one that took lent ranges. */
+static bool lendable(const struct hak_slab *span)
+{
+    const struct hak_arena_chunk *chunk = (const struct hak_arena_chunk *)span->chunk;
+    return !chunk->huge_pages && (!__atomic_load_n(&chunk->lent_ranges, __ATOMIC_RELAXED) ||
+                                  hak_os_moves_over_mappings());
+}
+
+/* span, which a lend took out of box, back as the oldest, as it was. */
+static void put_back_oldest(struct hot_span_box *box, struct hak_slab *span)
+{
+    pthread_mutex_lock(lock_of(box));
+    age_prepend(box, span);
+    box->bytes += span_bytes(span);
+    hak_span_bins_insert(&box->bins, span);
+    __atomic_store_n(&span->kind, HAK_SLAB_HOT_SPAN + shard_of(box), __ATOMIC_RELAXED);
+    note_longest(box);
+    pthread_mutex_unlock(lock_of(box));
+}
+
+/* The last of span's touched pages, up to room bytes, moved to dst (the
+ * others stay a prefix); returns the bytes, *ranges counting the move.  A
+ * move the kernel refused sets *refused, its bytes counted where it failed
+ * part way (hak_os_lend). */
+static size_t lend_tail(struct hak_slab *span, char *dst, size_t room, uint32_t *ranges,
+                        bool *refused)
+{
+    size_t touched = (size_t)span->touched_pages * HAK_PAGE_SIZE;
+    size_t piece = touched < room ? touched : room;
+    if (!piece)
+        return 0;
+    enum hak_lend_result result = hak_os_lend(span->start + touched - piece, piece, dst);
+    if (result == HAK_LEND_REFUSED) {
+        *refused = true;
+        return 0;
+    }
+    (*ranges)++;
+    if (result == HAK_LEND_FAILED) {
+        *refused = true; /* the span's pages stay counted: some may be left */
+        return piece;
+    }
+    span->touched_pages -= (uint32_t)(piece / HAK_PAGE_SIZE);
+    return piece;
+}
+
+/* span, out of the box, less its pages past the touched ones, which go
+ * back to the PageArena as a span of their own: the box counts only
+ * resident spans (its budget, mallinfo's keepcost).  Whole where no
+ * descriptor could be had. */
+static void give_back_untouched(struct hak_slab *span)
+{
+    uint32_t keep = span->touched_pages;
+    if (keep == span->pages)
+        return;
+    struct hak_slab *tail = hak_span_desc_alloc();
+    if (!tail)
+        return;
+    tail->chunk = span->chunk;
+    tail->node = span->node;
+    tail->free_node = HAK_NO_NODE;
+    tail->first_page = span->first_page + keep;
+    tail->pages = span->pages - keep;
+    tail->start = span->start + (size_t)keep * HAK_PAGE_SIZE;
+    tail->end = tail->start;
+    tail->state = HAK_STATE_POOL;
+    span->pages = keep;
+    hak_page_arena_free(tail); /* maps the tail's pages to it */
+}
+
+size_t hak_hot_span_lend(unsigned node, char *dst, size_t size, uint32_t *ranges)
+{
+    *ranges = 0;
+    if (!hak_os_can_lend())
+        return 0;
+    uint64_t now = hak_os_now_ms(), stale_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
+    size_t lent = 0;
+    bool refused = false;
+    unsigned mine = my_shard();
+    for (unsigned i = 0; i < HAK_HOT_SPAN_SHARDS && lent < size && !refused; i++) {
+        struct hot_span_box *box = &boxes[node][(mine + i) % HAK_HOT_SPAN_SHARDS];
+        for (unsigned spans = 0; spans < MAX_LENT_SPANS_BY_CALL && lent < size && !refused;
+             spans++) {
+            if (!__atomic_load_n(&box->bytes, __ATOMIC_RELAXED))
+                break;
+            pthread_mutex_lock(lock_of(box));
+            struct hak_slab *span = box->oldest;
+            if (!span || !hak_os_aged(now, span->freed_ms, stale_ms) || !lendable(span)) {
+                pthread_mutex_unlock(lock_of(box));
+                break;
+            }
+            unlink_span(box, span);
+            __atomic_store_n(&span->kind, HAK_SLAB_INVALID, __ATOMIC_RELAXED);
+            note_longest(box);
+            pthread_mutex_unlock(lock_of(box));
+            lent += lend_tail(span, dst + lent, size - lent, ranges, &refused);
+            if (span->touched_pages) {
+                give_back_untouched(span);
+                put_back_oldest(box, span);
+            } else {
+                /* Its pages all moved out: as a decommitted one. */
+                hak_page_arena_free(span);
+                hak_stat_add(HAK_STAT_HOT_EVICTIONS, 1);
+            }
+        }
+    }
+    return lent;
 }
 
 void hak_hot_span_lock_all(unsigned nodes)

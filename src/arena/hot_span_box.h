@@ -23,8 +23,10 @@
 struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages);
 /* Keeps a freed (dirty) span. */
 void hak_hot_span_put(struct hak_slab *span);
-/* A freed span nothing is expected to take soon: decommitted and returned
- * to the PageArena now, as the box would give it back once aged. */
+/* A freed span nothing is expected to take soon: kept as a stale one,
+ * the oldest, for a SuperSlab to take its pages (hak_hot_span_lend) or to
+ * go back to the kernel first; without a box (HAKMEM_HOT_BYTES=0)
+ * decommitted and returned to the PageArena now. */
 void hak_hot_span_discard(struct hak_slab *span);
 /* The bytes node's box holds (mallinfo); adds its spans to count. */
 size_t hak_hot_span_retained(unsigned node, uint64_t *count);
@@ -47,6 +49,13 @@ void hak_hot_span_release_aged(unsigned node);
  * let them stay through about half of redis-benchmark's runs. */
 void hak_hot_span_release_stale(unsigned node);
 #define HAK_HOT_SPAN_STALE_FRACTION 16
+/* Moves the resident pages of node's stale spans (as hak_hot_span_release_stale
+ * has them), oldest first, to dst, up to size bytes: the fresh slabs of a
+ * SuperSlab, which then fault none in (arena/shared_pool.h).  Each span
+ * lends its last pages first; one left with none goes back to the
+ * PageArena, one with some stays the oldest.  Returns the bytes moved,
+ * *ranges counting the moves (os.h: hak_os_lend). */
+size_t hak_hot_span_lend(unsigned node, char *dst, size_t size, uint32_t *ranges);
 
 /* The first nodes nodes' locks, for fork. */
 void hak_hot_span_lock_all(unsigned nodes);

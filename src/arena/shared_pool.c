@@ -3,6 +3,7 @@
 #include <limits.h>
 
 #include "../fork_locks.h"
+#include "../harden.h"
 #include "../options.h"
 #include "../numa/binding.h"
 #include "../os.h"
@@ -164,6 +165,23 @@ static size_t decommit_free_slabs(struct hak_superslab *ss)
     return bytes;
 }
 
+/* Wholly free ss, whose slabs took lent ranges: its slabs mapped anew, one
+ * mapping with the region's again, their pages given back, as decommitted
+ * ones (decommit_free_slabs otherwise).  Returns the bytes given back. */
+static size_t map_slabs_anew(struct hak_superslab *ss)
+{
+    char *start = ss->slabs[HAK_SUPERSLAB_HEADER_SLABS].start;
+    size_t bytes = (size_t)((char *)ss + HAK_SUPERSLAB_SIZE - start);
+    if (!hak_os_map_anew(start, bytes))
+        return decommit_free_slabs(ss);
+    hak_numa_bind(start, bytes, ss->head.node);
+    for (unsigned i = HAK_SUPERSLAB_HEADER_SLABS; i < HAK_SLABS_PER_SUPERSLAB; i++)
+        ss->slabs[i].touched_pages = 0;
+    hak_os_forget_lent(ss->lent_ranges);
+    ss->lent_ranges = 0;
+    return bytes;
+}
+
 /* The SuperSlabs of a chain that left the spares: unmapped, or in the
  * region (superslab.h), which keeps its SuperSlabs, their slabs' pages
  * given back, among the retired.  Returns the bytes given back. */
@@ -178,7 +196,7 @@ static size_t retire(struct shared_pool *pool, struct hak_superslab *leaving)
             bytes += HAK_SUPERSLAB_SIZE;
             continue;
         }
-        bytes += decommit_free_slabs(ss);
+        bytes += ss->lent_ranges ? map_slabs_anew(ss) : decommit_free_slabs(ss);
         pthread_mutex_lock(lock_of(pool));
         list_push(&pool->retired, ss);
         pthread_mutex_unlock(lock_of(pool));
@@ -205,10 +223,36 @@ static struct hak_superslab *with_free_slab(struct shared_pool *pool, bool *reti
         ss = pool->retired.first;
         list_remove(&pool->retired, ss);
         *retired = true;
+        return ss; /* the caller fills its slabs first (fill_fresh_slabs) */
     } else
         return NULL;
     list_push(&pool->with_free, ss);
     return ss;
+}
+
+/* ss, made or retired, out of the lists: its free slabs, whose pages are
+ * fresh, take those of the node's stale hot spans, as many as they have
+ * (hak_hot_span_lend), and fault none in where they do; the spans left
+ * stale give theirs back, as they would have with fresh memory mapped (a
+ * phase of small blocks after one of bigger ones: bench/phases).  Not at
+ * level 2, whose slabs end in guard pages. */
+static void fill_fresh_slabs(struct hak_superslab *ss, unsigned node)
+{
+    unsigned first = (unsigned)__builtin_ctz(ss->free_slabs);
+    char *start = ss->slabs[first].start;
+    size_t size = (size_t)((char *)ss + HAK_SUPERSLAB_SIZE - start);
+    uint32_t ranges = 0;
+    size_t lent = hak_harden.guard_bytes ? 0 : hak_hot_span_lend(node, start, size, &ranges);
+    ss->lent_ranges += ranges;
+    /* Where none could lend; stale spans left after a lend stay for the
+     * next SuperSlab (the call's bound on its work, or the slabs full). */
+    if (!lent)
+        hak_hot_span_release_stale(node);
+    for (unsigned i = first; i < HAK_SLABS_PER_SUPERSLAB && lent; i++) {
+        size_t here = lent < HAK_SLAB_SIZE ? lent : HAK_SLAB_SIZE;
+        ss->slabs[i].touched_pages = (uint32_t)(here / HAK_PAGE_SIZE);
+        lent -= here;
+    }
 }
 
 struct hak_slab *hak_shared_pool_take(unsigned node)
@@ -217,13 +261,15 @@ struct hak_slab *hak_shared_pool_take(unsigned node)
     bool retired = false;
     pthread_mutex_lock(lock_of(pool));
     struct hak_superslab *ss = with_free_slab(pool, &retired);
-    if (!ss) {
+    if (!ss || retired) {
+        /* A retired SuperSlab's slabs are fresh memory, as a new one's
+         * are.  Mapping is slow; do it outside the lock. */
         pthread_mutex_unlock(lock_of(pool));
-        hak_hot_span_release_stale(node);
-        /* Mapping is slow; do it outside the lock. */
-        ss = hak_superslab_create(node);
+        if (!ss)
+            ss = hak_superslab_create(node);
         if (!ss)
             return NULL;
+        fill_fresh_slabs(ss, node);
         pthread_mutex_lock(lock_of(pool));
         list_push(&pool->with_free, ss);
     }
@@ -233,9 +279,6 @@ struct hak_slab *hak_shared_pool_take(unsigned node)
     if (!ss->free_slabs)
         list_remove(&pool->with_free, ss);
     pthread_mutex_unlock(lock_of(pool));
-    /* A retired SuperSlab's slabs are fresh memory, as a new one's are. */
-    if (retired)
-        hak_hot_span_release_stale(node);
     struct hak_slab *slab = &ss->slabs[index];
     slab->state = HAK_STATE_NONE;
     return slab;
@@ -386,7 +429,10 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ran
         if (!ss)
             break;
         bool refused = false;
-        size_t moved = lend_slabs(ss, node, dst + lent, size - lent, ranges, &refused);
+        /* Slabs that took lent ranges may be several mappings. */
+        size_t moved = ss->lent_ranges && !hak_os_moves_over_mappings()
+                           ? 0
+                           : lend_slabs(ss, node, dst + lent, size - lent, ranges, &refused);
         lent += moved;
         lent_from += moved != 0;
         /* Pages left where dst is not full: the kernel refused, or the

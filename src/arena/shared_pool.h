@@ -6,7 +6,13 @@
 #include "../internal.h"
 
 /* A free slab of node (its start set, not yet assigned); NULL with errno
- * ENOMEM. */
+ * ENOMEM.  A SuperSlab made or taken back from the retired (its pages
+ * given back) first moves the pages of the node's stale hot spans into its
+ * free slabs (hak_hot_span_lend), before any other thread sees it: a phase
+ * of small blocks after one of bigger ones faults none in where the other
+ * left resident pages (bench/phases; redis's HSET after its LPOP).  A
+ * retired SuperSlab whose slabs took such ranges has them mapped anew, one
+ * kernel mapping again, rather than decommitted. */
 struct hak_slab *hak_shared_pool_take(unsigned node);
 /* An empty slab goes back to its SuperSlab; a SuperSlab that empties stays
  * as it is, a spare (outside the SuperSlab region, one of four at most),

@@ -154,6 +154,7 @@ void hak_superslab_destroy(struct hak_superslab *ss)
 {
     hak_stat_node_map(ss->head.node, -(int64_t)HAK_SUPERSLAB_SIZE);
     hak_page_map_clear(ss, HAK_SUPERSLAB_SIZE);
+    hak_os_forget_lent(ss->lent_ranges);
     hak_os_unmap(ss, HAK_SUPERSLAB_SIZE);
 }
 

@@ -165,8 +165,8 @@ static struct hak_slab *next_slab(struct hak_heap *heap, unsigned cls)
 /* ---- giving slabs back ---- */
 
 /* discard: the span's class idles while its thread grows in others
- * (release_idle_for_growth): no hot span, as nothing is likely to take it
- * before it ages out. */
+ * (release_idle_for_growth): a stale hot span, as no Mid or L25 malloc is
+ * likely to take it before it ages out. */
 static void release_to_backend(struct hak_slab *slab, bool discard)
 {
     if (slab->kind == HAK_SLAB_SMALL) {
@@ -617,16 +617,18 @@ static void look_for_idle(struct hak_heap *heap, unsigned keep)
  * more give their blocks back: none since a refill or flush that long ago,
  * or none since the idle look's reading of the clock that first saw their
  * last (note_active_classes), that long ago.  The spans that empties go
- * back to the PageArena, their pages decommitted, as stale hot spans and
- * spare SuperSlabs go back when their node takes fresh memory
- * (arena/hot_span_box.h, arena/shared_pool.h).  A program whose work moved
- * on to other sizes (a phase of 1-4 KiB blocks, then one of small ones)
- * would otherwise keep the last phase's caches, up to 16 MiB a thread, and
- * their spans in the HotSpanBox, resident through the next for a decay
- * period (bench/phases: 19-20 MB of caches and 5-7 MB of spans).  Once a
- * millisecond at most (an L25 class takes a span at every refill), and one
- * class a time, the next at a later look: twelve idle Mid classes released
- * at once took 344 madvise calls and 6 ms in one malloc. */
+ * to the HotSpanBox as stale ones, whose pages the SuperSlabs the node
+ * makes or takes back next take in place of fresh ones, and which go back
+ * to the kernel first (arena/hot_span_box.h, arena/shared_pool.h).  A
+ * program whose work moved on to other sizes (a phase of 1-4 KiB blocks,
+ * then one of small ones) would otherwise keep the last phase's caches, up
+ * to 16 MiB a thread, and their spans in the HotSpanBox, resident through
+ * the next for a decay period (bench/phases: 19-20 MB of caches and 5-7 MB
+ * of spans).  Once a millisecond at most (an L25 class takes a span at
+ * every refill), every idle class at once: the spans reach the box before
+ * the next phase's SuperSlabs fault their pages in.  (When the spans were
+ * decommitted here, twelve idle Mid classes released at once took 344
+ * madvise calls and 6 ms in one malloc, and it was one class a look.) */
 static void release_idle_for_growth(struct hak_heap *heap, unsigned keep)
 {
     uint64_t now = hak_os_now_ms();
@@ -646,7 +648,6 @@ static void release_idle_for_growth(struct hak_heap *heap, unsigned keep)
             /* Idle from now on: a current slab with blocks in use stays,
              * and would be looked at again at every look. */
             heap->slow_ms[cls] = heap->active_ms[cls] = (uint32_t)now;
-            break;
         }
     }
     heap->discard_spans = false;

@@ -7,10 +7,13 @@
  * next span; a chunk that took lent pages is unmapped once wholly free.
  * calloc zeroes the lent pages of a span and leaves its fresh ones alone.
  * A process with locked memory lends none.
+ * The other way, a fresh SuperSlab takes a stale hot span's last pages,
+ * and once retired, its slabs are one mapping again.
  * Where the kernel refuses (this program's mremap plays one before Linux
  * 6.17 and one before 5.7, refusing_mremap.h), the span is fresh memory
  * and the spares go back as before; after the second, no move is tried
  * again. */
+#include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 
@@ -120,6 +123,7 @@ static void take_whole_superslab(void)
  * each, then left until they are stale. */
 static void leave_stale_spare(unsigned count, uint32_t pages)
 {
+    hak_hot_span_release_all(0); /* no span lends to the SuperSlab taken */
     take_whole_superslab();
     for (unsigned i = 0; i < count; i++)
         fill_slab(whole[i], i, pages);
@@ -278,6 +282,89 @@ static void test_locked_memory_lends_nothing(void)
     CHECK(hak_os_can_lend(), "a process whose memory is unlocked again may not lend");
 }
 
+/* The kernel mappings that hold a byte of [start, end). */
+static unsigned mappings_over(const char *start, const char *end)
+{
+    FILE *maps = fopen("/proc/self/maps", "r");
+    if (!maps)
+        hard_error("cannot read /proc/self/maps");
+    unsigned count = 0;
+    unsigned long from, to;
+    char line[512];
+    while (fgets(line, sizeof(line), maps))
+        if (sscanf(line, "%lx-%lx", &from, &to) == 2 && from < (uintptr_t)end &&
+            to > (uintptr_t)start)
+            count++;
+    fclose(maps);
+    return count;
+}
+
+/* The other way: a SuperSlab made or retired takes the pages of a stale
+ * hot span in place of its fresh ones (hak_hot_span_lend), the span's last
+ * pages first, resident before they are read; the span keeps the others,
+ * still hot.  Once the SuperSlab is wholly free and retired, its slabs are
+ * one kernel mapping again (in the region, where it stays mapped). */
+static void test_superslab_takes_span_pages(void)
+{
+    enum { SS_PAGES = SLABS_PER_SS * SLAB_PAGES, KEPT = SLAB_PAGES, SPAN = SS_PAGES + KEPT };
+    hak_hot_span_release_all(0);
+    hak_shared_pool_release(0);
+    struct hak_slab *span = arena_span(SPAN);
+    char *span_start = span->start;
+    for (uint32_t p = 0; p < SPAN; p++)
+        memset(span_start + (size_t)p * HAK_PAGE_SIZE, (int)(p % 251 + 1), HAK_PAGE_SIZE);
+    span->kind = HAK_SLAB_MID;
+    span->touched_pages = SPAN;
+    hak_hot_span_put(span);
+    unit_sleep_ms(2 * STALE_MS);
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    take_whole_superslab();
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == (uint64_t)SS_PAGES * HAK_PAGE_SIZE,
+          "the fresh SuperSlab took %llu bytes of the stale span's, not its slabs' %d pages",
+          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), SS_PAGES);
+    unsigned counted = 0, resident = 0;
+    for (unsigned i = 0; i < SLABS_PER_SS; i++) {
+        counted += whole[i]->touched_pages == SLAB_PAGES;
+        resident += pages_resident(whole[i]->start, SLAB_PAGES);
+    }
+    CHECK(counted == SLABS_PER_SS && resident == SLABS_PER_SS,
+          "of %d slabs that took lent pages, %u count them touched, %u hold them resident",
+          SLABS_PER_SS, counted, resident);
+    long faults = minor_faults();
+    unsigned mismatched = 0;
+    for (unsigned i = 0; i < SLABS_PER_SS; i++)
+        for (unsigned p = 0; p < SLAB_PAGES; p++) {
+            unsigned from = KEPT + i * SLAB_PAGES + p; /* the span's last pages */
+            mismatched += whole[i]->start[(size_t)p * HAK_PAGE_SIZE + 7] != (char)(from % 251 + 1);
+        }
+    CHECK(mismatched == 0 && minor_faults() - faults < 16,
+          "the slabs do not hold the span's last pages (%u pages differ) or faulted (%ld)",
+          mismatched, minor_faults() - faults);
+    uint64_t spans = 0;
+    CHECK(hak_hot_span_retained(0, &spans) == (size_t)KEPT * HAK_PAGE_SIZE && spans == 1 &&
+              pages_resident(span_start, KEPT) &&
+              span_start[(size_t)(KEPT - 1) * HAK_PAGE_SIZE] == (char)KEPT &&
+              !unit_page_resident(span_start + (size_t)KEPT * HAK_PAGE_SIZE),
+          "the span did not stay hot with its first %d pages, resident, and them alone (the box "
+          "holds %llu spans, %zu bytes)",
+          KEPT, (unsigned long long)spans, hak_hot_span_retained(0, &spans));
+    /* The lent range is a mapping of its own, beside the header's (on
+     * Linux 6.18); retired, the SuperSlab is one mapping again. */
+    const char *ss = (const char *)whole[0]->chunk, *first = whole[0]->start;
+    const char *end = ss + HAK_SUPERSLAB_SIZE;
+    unsigned before = mappings_over(ss, end);
+    bool in_region = hak_superslab_region_holds(ss);
+    for (unsigned i = 0; i < SLABS_PER_SS; i++)
+        hak_shared_pool_give(whole[i]);
+    hak_shared_pool_release(0);
+    if (in_region)
+        CHECK(mappings_over(ss, end) == 1 && !unit_page_resident(first),
+              "a retired SuperSlab whose slabs took lent pages is %u mappings (%u before it "
+              "retired), not one, or kept their pages",
+              mappings_over(ss, end), before);
+    hak_hot_span_release_all(0);
+}
+
 int main(void)
 {
     unit_watchdog();
@@ -291,6 +378,7 @@ int main(void)
         test_slab_lends_its_last_pages();
     test_calloc_of_lent_span();
     test_locked_memory_lends_nothing();
+    test_superslab_takes_span_pages();
     test_kernel_refuses();
     return test_result("test_lend");
 }
