@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "../fork_locks.h"
+#include "../numa/binding.h"
 #include "../options.h"
 #include "../os.h"
 #include "../stats.h"
@@ -83,9 +84,12 @@ static void age_append(struct hot_span_box *box, struct hak_slab *span)
     box->spans++;
 }
 
-/* span as the oldest of box. */
+/* span as the oldest of box, as old as the oldest there at least, so that
+ * the ages stay in order for collect_evictions. */
 static void age_prepend(struct hot_span_box *box, struct hak_slab *span)
 {
+    if (box->oldest && box->oldest->freed_ms < span->freed_ms)
+        span->freed_ms = box->oldest->freed_ms;
     span->age_prev = NULL;
     span->age_next = box->oldest;
     if (box->oldest)
@@ -672,7 +676,10 @@ static size_t lend_tail(struct hak_slab *span, char *dst, size_t room, uint32_t 
     }
     (*ranges)++;
     if (result == HAK_LEND_FAILED) {
-        *refused = true; /* the span's pages stay counted: some may be left */
+        /* dst mapped again with no policy; the span's pages stay counted:
+         * some may be left. */
+        hak_numa_bind(dst, piece, span->node);
+        *refused = true;
         return piece;
     }
     span->touched_pages -= (uint32_t)(piece / HAK_PAGE_SIZE);
