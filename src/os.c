@@ -301,6 +301,14 @@ size_t hak_os_memory_bytes(void)
     return (size_t)info.totalram * info.mem_unit;
 }
 
+bool hak_os_could_map(size_t size)
+{
+    if (size > address_space_limit())
+        return false;
+    struct sysinfo info;
+    return sysinfo(&info) != 0 || size / info.mem_unit <= (uint64_t)info.totalram + info.totalswap;
+}
+
 void hak_os_unmap(void *addr, size_t size)
 {
     int saved = errno; /* free() leaves errno alone */
@@ -720,6 +728,8 @@ bool hak_os_map_anew(void *addr, size_t size)
 {
     int saved = errno; /* a refusal is no error of the caller's */
     if (mmap(addr, size, PROT_READ | PROT_WRITE, MAP_FLAGS | MAP_FIXED, -1, 0) == MAP_FAILED) {
+        /* Before 6.12 the kernel may have unmapped the range first. */
+        map_holes(addr, size);
         errno = saved;
         return false;
     }

@@ -50,6 +50,11 @@ void hak_os_reservation_lock(void);
 void hak_os_reservation_unlock(void);
 /* The machine's memory, or 0 if the kernel does not tell. */
 size_t hak_os_memory_bytes(void);
+/* Whether the kernel could ever grant one mapping of size bytes: no more
+ * than the address-space limit, nor than memory and swap together, which
+ * its default policy refuses whatever is free (so that giving memory back
+ * cannot help such a request). */
+bool hak_os_could_map(size_t size);
 /* Asks for transparent huge pages over the range (before first touch). */
 void hak_os_advise_huge(void *addr, size_t size);
 /* How many of the range's pages are resident, in *resident; false when the
@@ -149,7 +154,9 @@ void hak_os_forget_lent(uint32_t ranges);
 /* Memory at addr, all of it mapped already, mapped anew: fresh pages, one
  * kernel mapping where lent ranges cut it into several, which may merge
  * with its neighbours again once bound as they are (the caller's part);
- * false, with nothing changed, where the kernel refused. */
+ * false where the kernel refused, the range mapped still (what a kernel
+ * before 6.12 unmapped first is mapped again, fresh, as map_holes does
+ * after a failed move). */
 bool hak_os_map_anew(void *addr, size_t size);
 /* Whether the kernel moves the pages of more than one of its mappings in
  * one call (Linux 6.17 on): older ones refuse, after they unmapped the

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <malloc.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,7 +278,28 @@ static void test_budget_below_address_space(void)
  * would once it had aged.  Where it stayed, the blocks stopped at the limit
  * and a later call, after the mapping aged, found room again: an answer
  * that depended on the clock. */
-static void cached_child(void)
+/* callocs of an L25 size until one fails, each success with errno as it
+ * was: where its own span's mapping failed and the retry after the trim
+ * succeeded, errno kept the first failure's ENOMEM.  Returns the count. */
+static size_t calloc_until_failure(struct chain **head)
+{
+    size_t count = 0, dirty = 0;
+    for (;;) {
+        errno = 0;
+        struct chain *block = calloc(1, 300000);
+        if (block == NULL) {
+            break;
+        }
+        dirty += errno != 0;
+        block->next = *head;
+        *head = block;
+        count++;
+    }
+    CHECK(dirty == 0, "%zu of %zu callocs of 300000 B that succeeded set errno", dirty, count);
+    return count;
+}
+
+static void cached_child(bool by_calloc)
 {
     unsigned char *large = malloc(CACHED_BYTES);
     if (large == NULL) {
@@ -292,6 +314,16 @@ static void cached_child(void)
     if (setrlimit(RLIMIT_AS, &limit) != 0) {
         hard_error("setrlimit(RLIMIT_AS) failed: %s", strerror(errno));
     }
+    if (by_calloc) {
+        struct chain *tables = NULL;
+        size_t count = calloc_until_failure(&tables);
+        printf("%zu MiB cached, limit %zu MiB above use: %zu callocs of 300000 B\n",
+               CACHED_BYTES / MiB, CACHED_HEADROOM / MiB, count);
+        free_chain(tables);
+        int result = test_result("test_oom (cached memory, calloc)");
+        fflush(NULL);
+        _exit(result);
+    }
     size_t count;
     struct chain *mid = allocate_until_failure(64 * KiB, 4096, &count);
     printf("%zu MiB cached, limit %zu MiB above use: %zu blocks of 64 KiB\n", CACHED_BYTES / MiB,
@@ -301,11 +333,12 @@ static void cached_child(void)
           "%zu MiB block stayed mapped: the cached memory was kept, not given back",
           count, count * 64 * KiB / MiB, CACHED_HEADROOM / MiB, CACHED_BYTES / MiB);
     free_chain(mid);
+    int result = test_result("test_oom (cached memory)");
     fflush(NULL);
-    _exit(test_result("test_oom (cached memory)"));
+    _exit(result);
 }
 
-static void test_cached_memory_given_back(void)
+static void test_cached_memory_given_back(bool by_calloc)
 {
     fflush(NULL);
     pid_t pid = fork();
@@ -313,7 +346,7 @@ static void test_cached_memory_given_back(void)
         hard_error("fork: %s", strerror(errno));
     }
     if (pid == 0) {
-        cached_child();
+        cached_child(by_calloc);
     }
     int status = 0;
     if (waitpid(pid, &status, 0) != pid) {
@@ -337,7 +370,8 @@ int main(void)
     }
 
     test_budget_below_address_space();
-    test_cached_memory_given_back();
+    test_cached_memory_given_back(false);
+    test_cached_memory_given_back(true);
 
     /* Let the allocator set itself up (caches, maps) before the limit. */
     free(malloc(64));

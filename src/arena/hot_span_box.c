@@ -448,10 +448,14 @@ static struct hak_slab *hot_neighbour(struct hak_slab *span, uint32_t page, unsi
  * the other is set aside in *drop.  Returns the one kept. */
 static struct hak_slab *join(struct hak_slab *front, struct hak_slab *back, struct hak_slab **drop)
 {
-    /* Resident pages past an untouched gap would be counted as fresh later:
-     * the telemetry errs towards first touches. */
-    uint32_t touched = front->touched_pages == front->pages ? front->pages + back->touched_pages
-                                                            : front->touched_pages;
+    /* A bound on the pages that may be resident, a prefix: an untouched
+     * gap before the back's pages counts as touched.  A lend moves the
+     * last of them (a gap's page moves nothing) and gives the pages past
+     * them to the PageArena as clean (hak_hot_span_lend), where a count
+     * that stopped at the gap left the back's pages resident there, out
+     * of malloc_trim's reach. */
+    uint32_t touched =
+        back->touched_pages ? front->pages + back->touched_pages : front->touched_pages;
     uint32_t pages = front->pages + back->pages;
     uint32_t first_page = front->first_page;
     char *start = front->start;
@@ -540,7 +544,9 @@ static void put(struct hak_slab *span, bool stale)
     uint64_t now = hak_os_now_ms();
     uint64_t stale_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
     pthread_mutex_lock(lock_of(box));
-    span = coalesce(box, span, drop);
+    /* A stale one alone: merged, it would make a young neighbour stale. */
+    if (!stale)
+        span = coalesce(box, span, drop);
     __atomic_store_n(&span->kind, HAK_SLAB_HOT_SPAN + shard, __ATOMIC_RELAXED);
     hak_span_bins_insert(&box->bins, span);
     if (stale) {

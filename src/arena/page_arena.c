@@ -392,6 +392,7 @@ size_t hak_page_arena_release_free(unsigned node)
     uint32_t spares = take_spares(arena, spare);
     pthread_mutex_unlock(lock_of(arena));
     unmap_spares(spare, spares);
+    bytes += (size_t)spares * HAK_ARENA_CHUNK_SIZE;
     while (whole) {
         span = whole;
         whole = span->next;

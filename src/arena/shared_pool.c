@@ -248,9 +248,13 @@ static void fill_fresh_slabs(struct hak_superslab *ss, unsigned node)
      * next SuperSlab (the call's bound on its work, or the slabs full). */
     if (!lent)
         hak_hot_span_release_stale(node);
+    /* The larger count where a decommit was refused (locked memory): the
+     * words of the slab's last class lie there still. */
     for (unsigned i = first; i < HAK_SLABS_PER_SUPERSLAB && lent; i++) {
         size_t here = lent < HAK_SLAB_SIZE ? lent : HAK_SLAB_SIZE;
-        ss->slabs[i].touched_pages = (uint32_t)(here / HAK_PAGE_SIZE);
+        uint32_t pages = (uint32_t)(here / HAK_PAGE_SIZE);
+        if (ss->slabs[i].touched_pages < pages)
+            ss->slabs[i].touched_pages = pages;
         lent -= here;
     }
 }

@@ -1103,6 +1103,8 @@ void *hak_heap_alloc_zeroed(size_t size, size_t cls)
     struct hak_heap *heap = heap_for_refill();
     if (!heap)
         return NULL;
+    /* block_of_own_span's failure may set it before refill_or_trim's. */
+    int saved_errno = errno;
     void *block = cached_list(heap, cls);
     if (block) {
         block = hak_heap_pop(heap->thread, cls, block);
@@ -1120,8 +1122,10 @@ void *hak_heap_alloc_zeroed(size_t size, size_t cls)
         block = refill_or_trim(heap, size, cls);
         dirty = SIZE_MAX;
     }
-    if (block)
+    if (block) {
         memset(block, 0, dirty < size ? dirty : size);
+        errno = saved_errno;
+    }
     return block;
 }
 

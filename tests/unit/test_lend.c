@@ -365,6 +365,40 @@ static void test_superslab_takes_span_pages(void)
     hak_hot_span_release_all(0);
 }
 
+/* A hot span merged from one whose first page alone was touched and one
+ * written whole counts the second's pages as touched: a lend moves them
+ * all, and no resident page reaches the PageArena, where no decommit or
+ * malloc_trim would find it. */
+static void test_merged_span_lends_every_resident_page(void)
+{
+    enum { FRONT = SLAB_PAGES, BACK = 4 * SLAB_PAGES };
+    hak_hot_span_release_all(0);
+    hak_shared_pool_release(0);
+    struct hak_slab *front = arena_span(FRONT), *back = arena_span(BACK);
+    if (back->start != front->start + (size_t)FRONT * HAK_PAGE_SIZE)
+        hard_error("the arena's two spans are not side by side");
+    char *start = front->start;
+    memset(start, 1, HAK_PAGE_SIZE);
+    memset(back->start, 2, (size_t)BACK * HAK_PAGE_SIZE);
+    front->kind = back->kind = HAK_SLAB_MID;
+    front->touched_pages = 1;
+    back->touched_pages = BACK;
+    hak_hot_span_put(front);
+    hak_hot_span_put(back);
+    unit_sleep_ms(2 * STALE_MS);
+    take_whole_superslab();
+    uint64_t spans = 0;
+    unsigned resident = 0;
+    for (unsigned p = 0; p < FRONT + BACK; p++)
+        resident += unit_page_resident(start + (size_t)p * HAK_PAGE_SIZE);
+    CHECK(resident == 0 && hak_hot_span_retained(0, &spans) == 0,
+          "a merged span lent part of its resident pages: %u stayed, %llu spans hot", resident,
+          (unsigned long long)spans);
+    for (unsigned i = 0; i < SLABS_PER_SS; i++)
+        hak_shared_pool_give(whole[i]);
+    hak_shared_pool_release(0);
+}
+
 int main(void)
 {
     unit_watchdog();
@@ -379,6 +413,7 @@ int main(void)
     test_calloc_of_lent_span();
     test_locked_memory_lends_nothing();
     test_superslab_takes_span_pages();
+    test_merged_span_lends_every_resident_page();
     test_kernel_refuses();
     return test_result("test_lend");
 }
