@@ -544,9 +544,10 @@ static void put(struct hak_slab *span, bool stale)
     uint64_t now = hak_os_now_ms();
     uint64_t stale_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
     pthread_mutex_lock(lock_of(box));
-    /* A stale one alone: merged, it would make a young neighbour stale. */
-    if (!stale)
-        span = coalesce(box, span, drop);
+    /* Merged, a stale one makes its young neighbours stale with it: fewer
+     * spans and longer ones for the SuperSlabs to take (bench/phases, kept
+     * apart: a peak of 79.2 MB and 32.8k faults, against 73.0 and 30.9k). */
+    span = coalesce(box, span, drop);
     __atomic_store_n(&span->kind, HAK_SLAB_HOT_SPAN + shard, __ATOMIC_RELAXED);
     hak_span_bins_insert(&box->bins, span);
     if (stale) {
