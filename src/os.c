@@ -303,7 +303,9 @@ size_t hak_os_memory_bytes(void)
 
 bool hak_os_could_map(size_t size)
 {
-    if (size > address_space_limit())
+    struct rlimit data;
+    if (size > address_space_limit() || (getrlimit(RLIMIT_DATA, &data) == 0 &&
+                                         data.rlim_cur != RLIM_INFINITY && size > data.rlim_cur))
         return false;
     struct sysinfo info;
     return sysinfo(&info) != 0 || size / info.mem_unit <= (uint64_t)info.totalram + info.totalswap;

@@ -50,10 +50,11 @@ void hak_os_reservation_lock(void);
 void hak_os_reservation_unlock(void);
 /* The machine's memory, or 0 if the kernel does not tell. */
 size_t hak_os_memory_bytes(void);
-/* Whether the kernel could ever grant one mapping of size bytes: no more
- * than the address-space limit, nor than memory and swap together, which
- * its default policy refuses whatever is free (so that giving memory back
- * cannot help such a request). */
+/* Whether the kernel could grant one mapping of size bytes: no more than
+ * the address-space or data limit, nor than memory and swap together,
+ * which its default overcommit policy refuses whatever is free (so that
+ * giving memory back cannot help such a request; under strict accounting
+ * with a ratio over 100 it could, a case left out). */
 bool hak_os_could_map(size_t size);
 /* Asks for transparent huge pages over the range (before first touch). */
 void hak_os_advise_huge(void *addr, size_t size);

@@ -216,6 +216,19 @@ static void *no_work(void *arg)
     return arg;
 }
 
+/* A child's time, which a hang would pass. */
+#define CHILD_SECONDS 120
+
+/* How the child pid ended (waitpid's status). */
+static int child_status(pid_t pid)
+{
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) {
+        hard_error("waitpid: %s", strerror(errno));
+    }
+    return status;
+}
+
 /* In a child, which exits 0 when all went through, 1 at the first refusal
  * (the parent checks): what Python's resource.setrlimit(RLIMIT_AS, ...)
  * followed by an mmap, a thread and some allocations does. */
@@ -250,18 +263,11 @@ static void test_budget_below_address_space(void)
                BUDGET_HEADROOM / MiB);
         return;
     }
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        hard_error("fork: %s", strerror(errno));
-    }
+    pid_t pid = fork_fault_child(CHILD_SECONDS);
     if (pid == 0) {
         budget_child(budget);
     }
-    int status = 0;
-    if (waitpid(pid, &status, 0) != pid) {
-        hard_error("waitpid: %s", strerror(errno));
-    }
+    int status = child_status(pid);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
           "under a budget of %zu MiB, below the %zu MiB of address space the process had, its "
           "own mmap, thread or mallocs were refused",
@@ -340,18 +346,11 @@ static void cached_child(bool by_calloc)
 
 static void test_cached_memory_given_back(bool by_calloc)
 {
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        hard_error("fork: %s", strerror(errno));
-    }
+    pid_t pid = fork_fault_child(CHILD_SECONDS);
     if (pid == 0) {
         cached_child(by_calloc);
     }
-    int status = 0;
-    if (waitpid(pid, &status, 0) != pid) {
-        hard_error("waitpid: %s", strerror(errno));
-    }
+    int status = child_status(pid);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
           "the child that allocates under a limit with freed memory cached failed (status %#x)",
           status);

@@ -172,8 +172,10 @@ static size_t map_slabs_anew(struct hak_superslab *ss)
 {
     char *start = ss->slabs[HAK_SUPERSLAB_HEADER_SLABS].start;
     size_t bytes = (size_t)((char *)ss + HAK_SUPERSLAB_SIZE - start);
-    if (!hak_os_map_anew(start, bytes))
+    if (!hak_os_map_anew(start, bytes)) {
+        hak_numa_bind(start, bytes, ss->head.node); /* what was mapped again */
         return decommit_free_slabs(ss);
+    }
     hak_numa_bind(start, bytes, ss->head.node);
     for (unsigned i = HAK_SUPERSLAB_HEADER_SLABS; i < HAK_SLABS_PER_SUPERSLAB; i++)
         ss->slabs[i].touched_pages = 0;
