@@ -234,9 +234,9 @@ static struct hak_superslab *with_free_slab(struct shared_pool *pool, bool *reti
 
 /* ss, made or retired, out of the lists: its free slabs, whose pages are
  * fresh, take those of the node's stale hot spans, as many as they have
- * (hak_hot_span_lend), and fault none in where they do; the spans left
- * stale give theirs back, as they would have with fresh memory mapped (a
- * phase of small blocks after one of bigger ones: bench/phases).  Not at
+ * (hak_hot_span_lend), and fault none in where they do (a phase of small
+ * blocks after one of bigger ones: bench/phases); where none could lend,
+ * the stale spans give theirs back, as they did before lending.  Not at
  * level 2, whose slabs end in guard pages. */
 static void fill_fresh_slabs(struct hak_superslab *ss, unsigned node)
 {
