@@ -534,10 +534,16 @@ static void leave_service(struct hak_slab *span)
 }
 
 /* span, freed, into the box: as the newest, or where stale, as the oldest,
- * freed a sixteenth of the decay ago. */
+ * freed a sixteenth of the decay ago; without a box (HAKMEM_HOT_BYTES=0)
+ * decommitted and returned to the PageArena now. */
 static void put(struct hak_slab *span, bool stale)
 {
     leave_service(span);
+    if (hak_options_hot_bytes() == 0) {
+        span->next = NULL;
+        release(span);
+        return;
+    }
     unsigned shard = shard_for_put(span);
     struct hot_span_box *box = &boxes[span->node][shard];
     struct hak_slab *drop[2] = {NULL, NULL};
@@ -571,21 +577,11 @@ static void put(struct hak_slab *span, bool stale)
 
 void hak_hot_span_discard(struct hak_slab *span)
 {
-    if (hak_options_hot_bytes() == 0) {
-        leave_service(span);
-        span->next = NULL;
-        release(span);
-        return;
-    }
     put(span, true);
 }
 
 void hak_hot_span_put(struct hak_slab *span)
 {
-    if (hak_options_hot_bytes() == 0) {
-        hak_hot_span_discard(span);
-        return;
-    }
     put(span, false);
 }
 

@@ -172,11 +172,11 @@ static size_t map_slabs_anew(struct hak_superslab *ss)
 {
     char *start = ss->slabs[HAK_SUPERSLAB_HEADER_SLABS].start;
     size_t bytes = (size_t)((char *)ss + HAK_SUPERSLAB_SIZE - start);
-    if (!hak_os_map_anew(start, bytes)) {
-        hak_numa_bind(start, bytes, ss->head.node); /* what was mapped again */
-        return decommit_free_slabs(ss);
-    }
+    bool anew = hak_os_map_anew(start, bytes);
+    /* The new mapping, or where it failed, what was mapped again. */
     hak_numa_bind(start, bytes, ss->head.node);
+    if (!anew)
+        return decommit_free_slabs(ss);
     for (unsigned i = HAK_SUPERSLAB_HEADER_SLABS; i < HAK_SLABS_PER_SUPERSLAB; i++)
         ss->slabs[i].touched_pages = 0;
     hak_os_forget_lent(ss->lent_ranges);
