@@ -8,7 +8,8 @@
  * calloc zeroes the lent pages of a span and leaves its fresh ones alone.
  * A process with locked memory lends none.
  * The other way, a fresh SuperSlab takes a stale hot span's last pages,
- * and once retired, its slabs are one mapping again.
+ * and once retired, its slabs are one mapping again; spans discarded over
+ * the box's budget wait there for it.
  * Where the kernel refuses (this program's mremap plays one before Linux
  * 6.17 and one before 5.7, refusing_mremap.h), the span is fresh memory
  * and the spares go back as before; after the second, no move is tried
@@ -399,6 +400,67 @@ static void test_merged_span_lends_every_resident_page(void)
     hak_shared_pool_release(0);
 }
 
+/* Spans a thread's idle cache discards as it grows in other sizes go to
+ * the box stale, over its budget if need be: they were resident in the
+ * cache already, and the fresh SuperSlab the thread takes next takes their
+ * pages.  Evicted at once, they were decommitted while the SuperSlab
+ * faulted in as many pages (bench/phases: 4.8k faults in each small phase
+ * after the first).  The next span put young brings the box within its
+ * budget again, the stale ones going first. */
+static void test_discards_over_budget_wait_for_a_lend(void)
+{
+    enum { SS_PAGES = SLABS_PER_SS * SLAB_PAGES, YOUNG = 4 };
+    hak_hot_span_release_all(0);
+    hak_shared_pool_release(0);
+    size_t budget = hak_options.hot_bytes;
+    hak_options.hot_bytes = (size_t)SLAB_PAGES * HAK_PAGE_SIZE;
+    struct hak_slab *spans[SLABS_PER_SS];
+    for (unsigned i = 0; i < SLABS_PER_SS; i++) {
+        spans[i] = arena_span(SLAB_PAGES);
+        memset(spans[i]->start, (int)i + 1, (size_t)SLAB_PAGES * HAK_PAGE_SIZE);
+        spans[i]->kind = HAK_SLAB_MID;
+        spans[i]->touched_pages = SLAB_PAGES;
+    }
+    for (unsigned i = 0; i < SLABS_PER_SS; i++)
+        hak_hot_span_discard(spans[i]);
+    uint64_t count = 0;
+    size_t held = hak_hot_span_retained(0, &count);
+    CHECK(held == (size_t)SS_PAGES * HAK_PAGE_SIZE,
+          "discards over a budget of %d pages left %zu bytes in the box, not their %d pages",
+          SLAB_PAGES, held, SS_PAGES);
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    take_whole_superslab();
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == (uint64_t)SS_PAGES * HAK_PAGE_SIZE,
+          "the fresh SuperSlab took %llu bytes of the discarded spans', not %d pages",
+          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), SS_PAGES);
+    for (unsigned i = 0; i < SLABS_PER_SS; i++)
+        hak_shared_pool_give(whole[i]);
+    hak_shared_pool_release(0);
+
+    /* Discarded again, then a young span put (apart: no merge): only it
+     * stays. */
+    struct hak_slab *stale = arena_span(2 * SLAB_PAGES), *apart = arena_span(1),
+                    *young = arena_span(YOUNG);
+    char *stale_start = stale->start;
+    memset(stale_start, 1, (size_t)2 * SLAB_PAGES * HAK_PAGE_SIZE);
+    memset(young->start, 2, (size_t)YOUNG * HAK_PAGE_SIZE);
+    stale->kind = young->kind = HAK_SLAB_MID;
+    stale->touched_pages = 2 * SLAB_PAGES;
+    young->touched_pages = YOUNG;
+    hak_hot_span_discard(stale);
+    hak_hot_span_put(young);
+    count = 0;
+    held = hak_hot_span_retained(0, &count);
+    CHECK(held == (size_t)YOUNG * HAK_PAGE_SIZE && count == 1 && !unit_page_resident(stale_start),
+          "a young put over the budget left %llu spans, %zu bytes, in the box (the stale span's "
+          "first page %s resident), not the young one's %d pages",
+          (unsigned long long)count, held, unit_page_resident(stale_start) ? "still" : "not",
+          YOUNG);
+    hak_page_arena_free(apart);
+    hak_hot_span_release_all(0);
+    hak_options.hot_bytes = budget;
+}
+
 int main(void)
 {
     unit_watchdog();
@@ -414,6 +476,7 @@ int main(void)
     test_locked_memory_lends_nothing();
     test_superslab_takes_span_pages();
     test_merged_span_lends_every_resident_page();
+    test_discards_over_budget_wait_for_a_lend();
     test_kernel_refuses();
     return test_result("test_lend");
 }
