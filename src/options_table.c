@@ -41,8 +41,9 @@ const struct hak_option hak_option_table[] = {
      "box is 4 shards, threads take one each in the order they first allocate); a shard "
      "that keeps being asked for spans it just gave back for want of room doubles it, up to "
      "8 times this, and halves it again as spans idle out; the spans of a thread's idle "
-     "caches, given up as it grows in other sizes, may stay over it until the next span is "
-     "put or taken, for the node's next SuperSlab to take their pages; "
+     "caches, given up as it grows in other sizes, may stay over it for the node's next "
+     "SuperSlab to take their pages, until the shard's next span put or taken, the node's "
+     "next fresh memory, or the decay; "
      "`mallopt(M_TRIM_THRESHOLD)` sets it for good",
      NULL},
     {"HAKMEM_DECAY_MS", HAK_OPT_U64, &hak_options.decay_ms,

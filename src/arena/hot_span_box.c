@@ -145,8 +145,8 @@ static bool may_grow(const struct hot_span_box *box)
 
 /* Why spans leave the box (collect_evictions). */
 enum eviction_cause {
-    BY_USE,     /* a put or a take: over budget, or idle for HAKMEM_DECAY_MS */
-    BY_DISCARD, /* a stale put: idle for HAKMEM_DECAY_MS only */
+    BY_USE,     /* a young put or a take: over budget, or idle for HAKMEM_DECAY_MS */
+    BY_DISCARD, /* a stale put (a discard): idle for HAKMEM_DECAY_MS only */
     BY_DECAY,   /* hak_hot_span_release_aged */
     BY_RELEASE, /* malloc_trim, or fresh memory mapped (release_stale) */
 };
@@ -160,13 +160,15 @@ static void evict_oldest(struct hot_span_box *box, struct hak_slab **evicted)
     *evicted = span;
 }
 
-/* Unlinks what is older than max_age_ms, then what is over budget; the
- * caller decommits it unlocked.  Times are read before the lock, so an
- * entry may be newer than now.  Spans idle for the whole decay take a
- * doubling of the budget with them: the program no longer needs that
- * much.  Spans a put or a take sends away for want of room mark the box
- * squeezed (grow_after_miss), unless the halving just now made the room
- * short. */
+/* Unlinks what is older than max_age_ms, then, but at a discard, what is
+ * over budget; the caller decommits it unlocked.  Times are read before
+ * the lock, so an entry may be newer than now.  Spans idle for the whole
+ * decay take a doubling of the budget with them: the program no longer
+ * needs that much.  Young spans a put or a take sends away for want of
+ * room mark the box squeezed (grow_after_miss), unless the halving just
+ * now made the room short; stale ones do not: nothing was about to take
+ * them, and a discard's excess, evicted at the next put or take, would
+ * have doubled the budget at the next miss. */
 static struct hak_slab *collect_evictions(struct hot_span_box *box, uint64_t now,
                                           uint64_t max_age_ms, enum eviction_cause cause)
 {
@@ -183,16 +185,23 @@ static struct hak_slab *collect_evictions(struct hot_span_box *box, uint64_t now
      * then, whose neighbouring spans share a madvise call, instead of one
      * call per put (each call flushes every CPU's TLB for the process).
      * Not at a discard: the span was resident in a cache already, and the
-     * SuperSlab its thread takes next takes its pages (bench/phases: the
-     * discards of the big phase's caches evicted the older spans at once,
-     * and each small phase faulted 4.8k pages in, 0.5k since); the next
-     * put or take evicts what is over, the stale spans first. */
+     * SuperSlab its thread takes next takes its pages.  Put as the oldest,
+     * the discarded spans evicted themselves at once, and the SuperSlab
+     * faulted in as many pages (bench/phases: 4.9k and 3.9k in its second
+     * and third small phases, 0.5k and none since).  What a discard leaves
+     * over goes at the shard's next young put or take, the stale spans
+     * first, or with them all: lent, at the node's next fresh memory
+     * (release_stale), or within the decay (release_aged). */
     size_t budget = hot_budget(box);
     if (box->bytes > budget && cause != BY_DISCARD) {
-        if (cause == BY_USE && !halved && may_grow(box))
-            box->squeezed_ms = now;
-        while (box->oldest && box->bytes > budget / 4 * 3)
+        uint64_t stale_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
+        bool squeezed = false;
+        while (box->oldest && box->bytes > budget / 4 * 3) {
+            squeezed |= !hak_os_aged(now, box->oldest->freed_ms, stale_ms);
             evict_oldest(box, &evicted);
+        }
+        if (squeezed && cause == BY_USE && !halved && may_grow(box))
+            box->squeezed_ms = now;
     }
     return evicted;
 }

@@ -404,9 +404,10 @@ static void test_merged_span_lends_every_resident_page(void)
  * the box stale, over its budget if need be: they were resident in the
  * cache already, and the fresh SuperSlab the thread takes next takes their
  * pages.  Evicted at once, they were decommitted while the SuperSlab
- * faulted in as many pages (bench/phases: 4.8k faults in each small phase
- * after the first).  The next span put young brings the box within its
- * budget again, the stale ones going first. */
+ * faulted in as many pages (bench/phases: 4.9k and 3.9k faults in its
+ * second and third small phases).  The next span put young brings the box
+ * within its budget again, the stale ones going first, and their leaving
+ * does not double the budget at the next miss. */
 static void test_discards_over_budget_wait_for_a_lend(void)
 {
     enum { SS_PAGES = SLABS_PER_SS * SLAB_PAGES, YOUNG = 4 };
@@ -421,13 +422,18 @@ static void test_discards_over_budget_wait_for_a_lend(void)
         spans[i]->kind = HAK_SLAB_MID;
         spans[i]->touched_pages = SLAB_PAGES;
     }
+    for (unsigned i = 1; i < SLABS_PER_SS; i++)
+        if (spans[i]->start != spans[i - 1]->start + (size_t)SLAB_PAGES * HAK_PAGE_SIZE)
+            hard_error("the arena's spans are not side by side (a lend takes up to %d)",
+                       SLABS_PER_SS);
     for (unsigned i = 0; i < SLABS_PER_SS; i++)
         hak_hot_span_discard(spans[i]);
     uint64_t count = 0;
     size_t held = hak_hot_span_retained(0, &count);
-    CHECK(held == (size_t)SS_PAGES * HAK_PAGE_SIZE,
-          "discards over a budget of %d pages left %zu bytes in the box, not their %d pages",
-          SLAB_PAGES, held, SS_PAGES);
+    CHECK(held == (size_t)SS_PAGES * HAK_PAGE_SIZE && count == 1,
+          "discards over a budget of %d pages left %llu spans, %zu bytes, in the box, not one "
+          "of their %d pages",
+          SLAB_PAGES, (unsigned long long)count, held, SS_PAGES);
     uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
     take_whole_superslab();
     CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == (uint64_t)SS_PAGES * HAK_PAGE_SIZE,
@@ -442,6 +448,9 @@ static void test_discards_over_budget_wait_for_a_lend(void)
     struct hak_slab *stale = arena_span(2 * SLAB_PAGES), *apart = arena_span(1),
                     *young = arena_span(YOUNG);
     char *stale_start = stale->start;
+    if (apart->start != stale_start + (size_t)2 * SLAB_PAGES * HAK_PAGE_SIZE ||
+        young->start != apart->start + HAK_PAGE_SIZE)
+        hard_error("the arena's spans are not side by side");
     memset(stale_start, 1, (size_t)2 * SLAB_PAGES * HAK_PAGE_SIZE);
     memset(young->start, 2, (size_t)YOUNG * HAK_PAGE_SIZE);
     stale->kind = young->kind = HAK_SLAB_MID;
@@ -456,6 +465,10 @@ static void test_discards_over_budget_wait_for_a_lend(void)
           "first page %s resident), not the young one's %d pages",
           (unsigned long long)count, held, unit_page_resident(stale_start) ? "still" : "not",
           YOUNG);
+    uint64_t growths = hak_stat_read(HAK_STAT_HOT_BUDGET_GROWTHS);
+    CHECK(hak_hot_span_take(0, 2 * YOUNG) == NULL &&
+              hak_stat_read(HAK_STAT_HOT_BUDGET_GROWTHS) == growths,
+          "a miss after the stale spans left for want of room doubled the budget");
     hak_page_arena_free(apart);
     hak_hot_span_release_all(0);
     hak_options.hot_bytes = budget;
