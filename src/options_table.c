@@ -49,13 +49,13 @@ const struct hak_option hak_option_table[] = {
     {"HAKMEM_DECAY_MS", HAK_OPT_U64, &hak_options.decay_ms,
      "how long a freed span, cached large block or empty SuperSlab stays resident (ms)",
      "how long, in milliseconds, a freed span, a cached large block or an empty SuperSlab stays "
-     "resident before it goes back to the kernel; a freed span idle for a sixteenth of it lends "
+     "resident before it goes back to the kernel; a freed span idle for a sixty-fourth of it lends "
      "its pages to the node's next fresh SuperSlab (moved, not faulted in again) or goes back "
      "as the node takes fresh memory for small or large blocks, and an empty SuperSlab idle "
      "that long lends its pages to the node's next fresh Mid or L25 spans or goes back as the "
      "node takes fresh memory for those or large blocks; a thread that keeps allocating gives "
      "back the cache of a size it has not allocated for one to two times this long, or for a "
-     "sixteenth of it when it takes a slab for another size from its node (the spans its blocks "
+     "sixty-fourth of it when it takes a slab for another size from its node (the spans its blocks "
      "leave empty then count as idle that long)",
      NULL},
     {"HAKMEM_SMALL_CACHE", HAK_OPT_U32, &hak_options.small_cache,

@@ -207,7 +207,7 @@ static struct hak_slab *collect_evictions(struct hot_span_box *box, uint64_t now
 }
 
 /* A take found no span: when spans left for want of room in the last
- * sixteenth of HAKMEM_DECAY_MS, they would likely have served it, and the
+ * sixty-fourth of HAKMEM_DECAY_MS, they would likely have served it, and the
  * budget doubles. */
 static void grow_after_miss(struct hot_span_box *box, uint64_t now)
 {
@@ -549,7 +549,7 @@ static void leave_service(struct hak_slab *span)
 }
 
 /* span, freed, into the box: as the newest, or where stale, as the oldest,
- * freed a sixteenth of the decay ago; without a box (HAKMEM_HOT_BYTES=0)
+ * freed a sixty-fourth of the decay ago; without a box (HAKMEM_HOT_BYTES=0)
  * decommitted and returned to the PageArena now. */
 static void put(struct hak_slab *span, bool stale)
 {

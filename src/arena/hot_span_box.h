@@ -40,15 +40,17 @@ size_t hak_hot_span_release_all(unsigned node);
 void hak_hot_span_release_aged(unsigned node);
 /* Before node maps fresh memory for small or large blocks (a SuperSlab
  * made, or a retired one taken, whose pages went back): the spans idle
- * for a sixteenth of HAKMEM_DECAY_MS (312 ms by default) are decommitted
+ * for a sixty-fourth of HAKMEM_DECAY_MS (78 ms by default) are decommitted
  * and returned to the PageArena.  Kept resident, they would add to the peak
  * footprint of a program that freed them and then grows in other sizes,
  * which they cannot serve (redis: the list nodes of one phase, 24 MB of
  * spans never taken again, held through the phases that followed), and
  * only the box's own puts and takes would ever age them out.  An eighth
- * let them stay through about half of redis-benchmark's runs. */
+ * let them stay through about half of redis-benchmark's runs; a sixteenth
+ * (312 ms) kept LPOP's freed list nodes from the SuperSlabs of the HSET
+ * that follows it a test later (peak 103 MB against 87 now; mimalloc 87). */
 void hak_hot_span_release_stale(unsigned node);
-#define HAK_HOT_SPAN_STALE_FRACTION 16
+#define HAK_HOT_SPAN_STALE_FRACTION 64
 /* Moves the resident pages of node's stale spans (as hak_hot_span_release_stale
  * has them), oldest first, to dst, up to size bytes: the fresh slabs of a
  * SuperSlab, which then fault none in (arena/shared_pool.h).  Each span

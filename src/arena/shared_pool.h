@@ -24,7 +24,7 @@ struct hak_slab *hak_shared_pool_take(unsigned node);
 void hak_shared_pool_give(struct hak_slab *slab);
 /* Every spare of node free for HAKMEM_DECAY_MS leaves, as above. */
 void hak_shared_pool_release_aged(unsigned node);
-/* Before node maps a large block anew: the spares free for a sixteenth of
+/* Before node maps a large block anew: the spares free for a sixty-fourth of
  * HAKMEM_DECAY_MS leave, oldest first, four at a call (the next calls take
  * the others), as the HotSpanBox's stale spans leave before a SuperSlab is
  * made (hot_span_box.h).  Kept resident, the spares would add to the peak

@@ -613,7 +613,7 @@ static void look_for_idle(struct hak_heap *heap, unsigned keep)
 }
 
 /* Before the heap takes a slab or span from its node's backend for cls:
- * the classes that served no malloc for a sixteenth of HAKMEM_DECAY_MS or
+ * the classes that served no malloc for a sixty-fourth of HAKMEM_DECAY_MS or
  * more give their blocks back: none since a refill or flush that long ago,
  * or none since the idle look's reading of the clock that first saw their
  * last (note_active_classes), that long ago.  The spans that empties go
