@@ -206,15 +206,20 @@ static struct hak_slab *collect_evictions(struct hot_span_box *box, uint64_t now
     return evicted;
 }
 
+/* How recent a squeeze makes a miss grow the budget: a sixteenth of
+ * HAKMEM_DECAY_MS, its own fraction (the window staleness had before it
+ * went to a sixty-fourth, which left the budget's growth alone). */
+#define SQUEEZE_WINDOW_FRACTION 16
+
 /* A take found no span: when spans left for want of room in the last
- * sixty-fourth of HAKMEM_DECAY_MS, they would likely have served it, and the
- * budget doubles. */
+ * SQUEEZE_WINDOW_FRACTION of HAKMEM_DECAY_MS, they would likely have
+ * served it, and the budget doubles. */
 static void grow_after_miss(struct hot_span_box *box, uint64_t now)
 {
     if (!box->squeezed_ms)
         return;
     bool recent =
-        !hak_os_aged(now, box->squeezed_ms, hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION);
+        !hak_os_aged(now, box->squeezed_ms, hak_options.decay_ms / SQUEEZE_WINDOW_FRACTION);
     box->squeezed_ms = 0; /* once either way: empty, the box then misses with no lock */
     if (recent && may_grow(box)) {
         box->doublings++;

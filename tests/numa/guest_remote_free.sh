@@ -6,7 +6,7 @@ if [ ! -f "${HAKMEM_LIB:-}" ]; then
     echo "SKIP: hakmem is not built (no ${HAKMEM_LIB:-libhakmem.so})"
     exit 77
 fi
-# Home's Mid classes sit idle while away works, longer than a sixteenth of
+# Home's Mid classes sit idle while away works, longer than a sixty-fourth of
 # the decay in a slow guest: home's next small slabs would give their
 # caches back and take the spans' pages (bench/phases' phase change, which
 # test_cache_growth and test_lend cover), and home's blocks of those sizes

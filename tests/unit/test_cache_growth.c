@@ -19,7 +19,7 @@
  *
  * A thread that takes a fresh slab for one class first empties the caches
  * of the classes it has not malloc'd from since their last refill or
- * flush, a sixteenth of the decay ago or more, and their emptied spans
+ * flush, a sixty-fourth of the decay ago or more, and their emptied spans
  * leave at once, decommitted, with no stay in the HotSpanBox; a class it
  * malloc'd from since, or idle for less (also after the heap itself sat
  * idle), keeps its cache.  An L25 calloc that takes a span of its own
@@ -370,11 +370,11 @@ static void *growth_body(void *arg)
     churn(9000);
     CHECK(hak_tls.head[idle] != HAK_LIST_END && hak_tls.heap->limit[busy] > first_limit[busy],
           "the churned classes left no block in their caches, or did not grow them");
-    /* However slow the machine, idle for less than a sixteenth. */
+    /* However slow the machine, idle for less than a sixty-fourth. */
     hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * (uint64_t)NEVER_STALE_MS;
     grow_small(8, HAK_NUM_CLASSES, 0);
     CHECK(hak_tls.head[idle] != HAK_LIST_END,
-          "12000 B: a cache idle for less than a sixteenth of the decay emptied");
+          "12000 B: a cache idle for less than a sixty-fourth of the decay emptied");
 
     /* Idle past it, beside a class malloc keeps using. */
     hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * STALE_MS;
@@ -401,7 +401,7 @@ static void *growth_body(void *arg)
           (unsigned long long)young_spans, young, hot);
 
     /* An L25 calloc that takes a span of its own looks for idle classes as
-     * a refill does: within 1.2 s of the churn, short of the decay (1.6 s),
+     * a refill does: within 1.2 s of the churn, short of the decay (6.4 s),
      * after which the idle look of every slow path would release the class
      * anyway. */
     enum { CALLOC_STALE_MS = 100, CALLOC_SIZE = 40000, MAX_CALLOCS = 256 };

@@ -742,7 +742,7 @@ static void test_release_all(void)
     CHECK(hak_page_arena_release_free(0) == 0, "the arena released a second time");
 }
 
-/* Before fresh memory is mapped for other blocks: spans idle for a sixteenth
+/* Before fresh memory is mapped for other blocks: spans idle for a sixty-fourth
  * of the decay leave, decommitted; younger ones stay hot. */
 static void test_release_stale(void)
 {

@@ -273,7 +273,7 @@ static void test_spare_superslabs(bool region)
 }
 
 /* A SuperSlab or large block mapped anew first lets go of the node's hot
- * spans that sat idle for a sixteenth of the decay: freed Mid and L25 memory
+ * spans that sat idle for a sixty-fourth of the decay: freed Mid and L25 memory
  * that nothing took again, which would add to the footprint of the growth.
  * The spans freed since stay. */
 static void test_growth_releases_stale_spans(bool region)
@@ -407,7 +407,7 @@ static void make_chunk(void)
 
 /* The other way: a chunk for Mid and L25 spans, fresh or one of the
  * arena's mapped spares (its pages as new), and a large block mapped anew
- * first let go of the spare SuperSlabs free for a sixteenth of the decay:
+ * first let go of the spare SuperSlabs free for a sixty-fourth of the decay:
  * small blocks' memory of a phase the program left, which the spans cannot
  * use.  The spares emptied since stay.  Ages are real: the look reads the
  * oldest spare's age as the pool noted it when the spares changed, and
