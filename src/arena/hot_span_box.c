@@ -734,15 +734,6 @@ static void give_back_untouched(struct hak_slab *span)
     hak_page_arena_free(tail); /* maps the tail's pages to it */
 }
 
-/* Whether some shard of node holds spans, read without the locks. */
-static bool node_holds_spans(unsigned node)
-{
-    for (unsigned shard = 0; shard < HAK_HOT_SPAN_SHARDS; shard++)
-        if (__atomic_load_n(&boxes[node][shard].bytes, __ATOMIC_RELAXED))
-            return true;
-    return false;
-}
-
 size_t hak_hot_span_lend(unsigned node, char *dst, size_t size, uint32_t *ranges)
 {
     *ranges = 0;
@@ -750,7 +741,8 @@ size_t hak_hot_span_lend(unsigned node, char *dst, size_t size, uint32_t *ranges
      * at most), which a process's first SuperSlab, made before it freed
      * any span, would otherwise pay for (bench/startup_threads: four
      * syscalls of its 30-odd). */
-    if (!node_holds_spans(node) || !hak_os_can_lend())
+    uint64_t spans_held = 0;
+    if (!hak_hot_span_retained(node, &spans_held) || !hak_os_can_lend())
         return 0;
     uint64_t now = hak_os_now_ms(), stale_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
     size_t lent = 0;

@@ -120,6 +120,15 @@ static void take_whole_superslab(void)
         }
 }
 
+/* take_whole_superslab's slabs back, and the SuperSlab, wholly free,
+ * retired. */
+static void retire_whole_superslab(void)
+{
+    for (unsigned i = 0; i < SLABS_PER_SS; i++)
+        hak_shared_pool_give(whole[i]);
+    hak_shared_pool_release(0);
+}
+
 /* The SuperSlab's slabs back, the first count filled with pages pages
  * each, then left until they are stale. */
 static void leave_stale_spare(unsigned count, uint32_t pages)
@@ -355,9 +364,7 @@ static void test_superslab_takes_span_pages(void)
     const char *end = ss + HAK_SUPERSLAB_SIZE;
     unsigned before = mappings_over(ss, end);
     bool in_region = hak_superslab_region_holds(ss);
-    for (unsigned i = 0; i < SLABS_PER_SS; i++)
-        hak_shared_pool_give(whole[i]);
-    hak_shared_pool_release(0);
+    retire_whole_superslab();
     if (in_region)
         CHECK(mappings_over(ss, end) == 1 && !unit_page_resident(first),
               "a retired SuperSlab whose slabs took lent pages is %u mappings (%u before it "
@@ -395,9 +402,7 @@ static void test_merged_span_lends_every_resident_page(void)
     CHECK(resident == 0 && hak_hot_span_retained(0, &spans) == 0,
           "a merged span lent part of its resident pages: %u stayed, %llu spans hot", resident,
           (unsigned long long)spans);
-    for (unsigned i = 0; i < SLABS_PER_SS; i++)
-        hak_shared_pool_give(whole[i]);
-    hak_shared_pool_release(0);
+    retire_whole_superslab();
 }
 
 /* Spans a thread's idle cache discards as it grows in other sizes go to
@@ -439,9 +444,7 @@ static void test_discards_over_budget_wait_for_a_lend(void)
     CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == (uint64_t)SS_PAGES * HAK_PAGE_SIZE,
           "the fresh SuperSlab took %llu bytes of the discarded spans', not %d pages",
           (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), SS_PAGES);
-    for (unsigned i = 0; i < SLABS_PER_SS; i++)
-        hak_shared_pool_give(whole[i]);
-    hak_shared_pool_release(0);
+    retire_whole_superslab();
 
     /* Discarded again, then a young span put (apart: no merge): only it
      * stays. */
