@@ -413,6 +413,31 @@ static bool holds_touched_slabs(const struct hak_superslab *ss)
     return false;
 }
 
+/* Whether ss's free slabs can move their pages: slabs that took lent
+ * ranges may be several mappings (os.h). */
+static bool can_move_pages(const struct hak_superslab *ss)
+{
+    return !ss->lent_ranges || hak_os_moves_over_mappings();
+}
+
+/* Under the pool's lock: the oldest spare leaves the spares to lend its
+ * pages where it is stale, or young, in the region and its pages can
+ * move; NULL where it cannot.  Young: where the small classes take its
+ * slabs again after it lent, the SuperSlab faults in what the span would
+ * have, no more (a phase of 1-4 KiB blocks right after one of small ones:
+ * bench/phases with no pauses).  Outside the region, spares are few (it
+ * was full) and one that came back would count among the mapped ones. */
+static struct hak_superslab *take_lender(struct shared_pool *pool, uint64_t now, uint64_t age_ms)
+{
+    struct hak_superslab *ss = pool->spares.last;
+    if (!ss || (!hak_os_aged(now, ss->emptied_ms, age_ms) &&
+                (!hak_superslab_region_holds(ss) || !can_move_pages(ss))))
+        return NULL;
+    struct hak_superslab *leaving = NULL;
+    leave_spares(pool, ss, &leaving);
+    return ss;
+}
+
 size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ranges)
 {
     struct shared_pool *pool = &pools[node];
@@ -422,32 +447,32 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ran
         return 0;
     uint64_t now = hak_os_now_ms(), age_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
     size_t lent = 0;
-    bool can_lend = hak_os_aged(now, oldest, age_ms) && hak_os_can_lend();
+    bool can_lend = hak_os_can_lend();
     /* Pages of at most as many spares as a release retires, for this is a
      * malloc; spares with none leave on the way. */
     unsigned lent_from = 0;
-    while (can_lend && lent < size && lent_from < MAX_RETIRED_BY_CALL && oldest != NO_SPARES &&
-           hak_os_aged(now, oldest, age_ms)) {
-        struct hak_superslab *ss = NULL;
+    while (can_lend && lent < size && lent_from < MAX_RETIRED_BY_CALL && oldest != NO_SPARES) {
         pthread_mutex_lock(lock_of(pool));
-        leave_older(pool, now, age_ms, 1, &ss);
+        struct hak_superslab *ss = take_lender(pool, now, age_ms);
         pthread_mutex_unlock(lock_of(pool));
         if (!ss)
             break;
+        bool young = !hak_os_aged(now, ss->emptied_ms, age_ms);
         bool refused = false;
-        /* Slabs that took lent ranges may be several mappings. */
-        size_t moved = ss->lent_ranges && !hak_os_moves_over_mappings()
-                           ? 0
-                           : lend_slabs(ss, node, dst + lent, size - lent, ranges, &refused);
+        size_t moved = can_move_pages(ss)
+                           ? lend_slabs(ss, node, dst + lent, size - lent, ranges, &refused)
+                           : 0;
         lent += moved;
         lent_from += moved != 0;
         /* Pages left where dst is not full: the kernel refused, or the
          * bound on lent ranges was reached. */
         bool still_holds_pages = holds_touched_slabs(ss);
-        if (still_holds_pages && lent == size && !refused && hak_superslab_region_holds(ss)) {
-            /* Still the oldest, for the next span (one outside the region
-             * leaves: a spare kept meanwhile may have taken its place
-             * among the mapped ones). */
+        if (still_holds_pages && (young || (lent == size && !refused)) &&
+            hak_superslab_region_holds(ss)) {
+            /* Still the oldest, for the next span, and a young one stays
+             * until it is stale, as if it had not lent (one outside the
+             * region leaves: a spare kept meanwhile may have taken its
+             * place among the mapped ones). */
             pthread_mutex_lock(lock_of(pool));
             list_append(&pool->spares, ss);
             note_oldest_spare(pool);

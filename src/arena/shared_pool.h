@@ -33,11 +33,13 @@ void hak_shared_pool_release_aged(unsigned node);
 void hak_shared_pool_release_stale(unsigned node);
 /* Before node hands out fresh memory for Mid or L25 blocks (a span of the
  * PageArena, whose pages are untouched or were given back): the resident
- * pages of the stale spares (as above) move to [dst, dst + size), from its
+ * pages of the spares, oldest first, move to [dst, dst + size), from its
  * front, in place of the untouched pages there (hak_os_lend), and those
  * spares leave, but for the last, which stays while it holds pages (in
- * the SuperSlab region; one outside leaves too); where they cannot fill
- * dst, the stale spares left leave as above.  Returns the bytes of dst so
+ * the SuperSlab region; one outside leaves too), as does a young one (not
+ * stale, as above) that the kernel refused; young spares outside the
+ * region lend nothing.  Where they cannot fill dst, the stale spares left
+ * leave as above.  Returns the bytes of dst so
  * filled (with those of a move the kernel refused, which may hold some of
  * the pages: calloc zeroes them), *ranges counting the moves.  A program whose
  * small blocks of one phase give way to bigger ones in the next takes no

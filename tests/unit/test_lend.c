@@ -1,12 +1,14 @@
 /* A span the PageArena hands out takes the resident pages of the shared
- * pool's stale spares in place of its untouched ones (hak_shared_pool_lend):
+ * pool's spares in place of its untouched ones (hak_shared_pool_lend):
  * moved, not copied or faulted in, the small blocks' free-list words
  * cleared first, so that the span reads what the slabs held and no link.
  * The slabs that lent read as zeros and count no touched pages; a slab that
  * lends part of its pages lends its last ones and keeps the others for the
  * next span; a chunk that took lent pages is unmapped once wholly free.
  * calloc zeroes the lent pages of a span and leaves its fresh ones alone.
- * A process with locked memory lends none.
+ * A spare lends as soon as it is one, and one given back just now that
+ * keeps pages after a lend stays a spare.  A process with locked memory
+ * lends none.
  * The other way, a fresh SuperSlab takes a stale hot span's last pages,
  * and once retired, its slabs are one mapping again; spans discarded over
  * the box's budget wait there for it.
@@ -142,6 +144,17 @@ static void leave_stale_spare(unsigned count, uint32_t pages)
     unit_sleep_ms(2 * STALE_MS);
 }
 
+/* The same, given back just now: a young spare. */
+static void leave_young_spare(unsigned count, uint32_t pages)
+{
+    hak_hot_span_release_all(0);
+    take_whole_superslab();
+    for (unsigned i = 0; i < count; i++)
+        fill_slab(whole[i], i, pages);
+    for (unsigned i = 0; i < SLABS_PER_SS; i++)
+        hak_shared_pool_give(whole[i]);
+}
+
 static struct hak_slab *arena_span(uint32_t pages)
 {
     struct hak_slab *span = hak_page_arena_alloc(0, pages);
@@ -210,6 +223,46 @@ static bool refuse_all(const void *source, size_t size)
     (void)source;
     (void)size;
     return true;
+}
+
+/* A spare lends as soon as it is one: a phase of 1-4 KiB blocks right
+ * after one of small ones takes the pages the small blocks left.  A young
+ * spare with pages left after a lend stays a spare, its pages resident,
+ * where the span was full as where the kernel refused the move, and the
+ * next span takes them. */
+static void test_young_spare_lends_and_stays(void)
+{
+    enum { PART = SLAB_PAGES / 4 };
+    leave_young_spare(1, SLAB_PAGES);
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    struct hak_slab *first = arena_span(PART);
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == PART * HAK_PAGE_SIZE &&
+              page_lent_clean(first->start, SLAB_PAGES - PART),
+          "a span took %llu bytes of a young spare's, not its slab's last %d pages",
+          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), PART);
+    CHECK(whole[0]->touched_pages == SLAB_PAGES - PART && unit_page_resident(whole[0]->start),
+          "a young spare that lent part of its pages gave back the rest (%u pages counted)",
+          whole[0]->touched_pages);
+
+    mremap_refused = refuse_all;
+    mremap_refusal = EFAULT;
+    unsigned refused = mremap_refusals;
+    struct hak_slab *second = arena_span(PART);
+    mremap_refused = NULL;
+    CHECK(mremap_refusals == refused + 1, "%u moves refused, not one", mremap_refusals - refused);
+    CHECK(unit_page_resident(whole[0]->start) && page_lent_clean(whole[0]->start, 0),
+          "a young spare whose move the kernel refused gave back its pages");
+
+    lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    struct hak_slab *third = arena_span(PART);
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == PART * HAK_PAGE_SIZE,
+          "the next span took %llu bytes of the young spare's, not %d pages: it left the spares",
+          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), PART);
+    hak_page_arena_free(first);
+    hak_os_decommit(second->start, (size_t)PART * HAK_PAGE_SIZE); /* the arena keeps clean spans */
+    hak_page_arena_free(second);
+    hak_page_arena_free(third);
+    hak_shared_pool_release(0);
 }
 
 /* A refusal like Linux's before 6.17 (the destination unmapped first) is
@@ -486,8 +539,10 @@ int main(void)
     hak_shared_pool_release(0);
     hak_page_arena_release_free(0);
     test_span_takes_spare_pages();
-    if (hak_superslab_region_exists()) /* else a spare that lent part of its pages leaves */
+    if (hak_superslab_region_exists()) { /* else a spare that lent part of its pages leaves */
         test_slab_lends_its_last_pages();
+        test_young_spare_lends_and_stays();
+    }
     test_calloc_of_lent_span();
     test_locked_memory_lends_nothing();
     test_superslab_takes_span_pages();

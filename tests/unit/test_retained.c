@@ -428,21 +428,29 @@ static void test_growth_releases_stale_spares(bool region)
     CHECK(chunk_retired(0, region) && chunk_retired(1, region),
           "spares stale since they were left stayed as they were when a chunk was made");
 
-    /* A stale one beside one emptied again just now. */
+    /* A stale one beside one emptied again just now, which in the region
+     * lends its pages to the chunk (test_lend) and outside stays as it
+     * was. */
     cycle_superslabs(2);
     unit_sleep_ms(2 * STALE_MS);
     struct hak_slab *slab = take_slab(); /* the newer spare empties again, young */
     if (slab->chunk != chunks[1])
         hard_error("a slab came from other than the spare emptied last");
     hak_shared_pool_give(slab);
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
     make_chunk();
     CHECK(chunk_retired(0, region), "a stale spare stayed as it was when a chunk was made");
-    CHECK(!chunk_retired(1, region), "a spare emptied just now left when a chunk was made");
+    if (region)
+        CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent ==
+                  2 * SLABS_PER_SS * SLAB_TOUCHED * HAK_PAGE_SIZE,
+              "a chunk took %llu bytes of a stale spare's and a young one's, not all they held",
+              (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent));
+    else
+        CHECK(!chunk_retired(1, region), "a spare emptied just now left when a chunk was made");
     CHECK(stale_look_passes_lock(),
           "a look for stale spares waited for the pool's lock once the stale one left");
 
-    chunks[0] = chunks[1];
-    chunk_count = 1;
+    cycle_superslabs(1);
     unit_sleep_ms(2 * STALE_MS);
     hak_large_release_cached(0); /* nothing cached: the block is mapped */
     void *large = large_alloc(2 * MiB);
