@@ -428,7 +428,13 @@ struct hak_heap {
     uint32_t slow_allocs[HAK_NUM_CLASSES];
     uint32_t read_allocs[HAK_NUM_CLASSES];
     uint32_t active_ms[HAK_NUM_CLASSES];
+    /* Each class's mallocs when release_idle_for_growth last looked, and
+     * the thread's minor page faults at the first look that saw them
+     * change (modulo 2^32, for differences only). */
+    uint32_t growth_allocs[HAK_NUM_CLASSES];
+    uint32_t active_faults[HAK_NUM_CLASSES];
     uint64_t growth_look_ms;
+    uint32_t fresh_since_look;             /* pages, release_idle_for_growth */
     bool discard_spans;                    /* while release_idle_for_growth releases caches */
     struct hak_slab *cur[HAK_NUM_CLASSES]; /* slab refills carve from */
     struct hak_slab_list partial[HAK_NUM_CLASSES];

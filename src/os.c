@@ -863,6 +863,14 @@ uint64_t hak_os_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+uint64_t hak_os_thread_minor_faults(void)
+{
+    struct rusage usage;
+    if (getrusage(RUSAGE_THREAD, &usage) != 0)
+        return 0;
+    return (uint64_t)usage.ru_minflt;
+}
+
 uint64_t hak_os_now_ns(void)
 {
     struct timespec ts;

@@ -191,6 +191,9 @@ void hak_os_stdio_list_lock(void);
 void hak_os_stdio_list_unlock(void);
 void hak_os_stdio_list_reset(void);
 uint64_t hak_os_now_ms(void);
+/* The page faults the calling thread took that read no file (minor ones),
+ * so far; 0 where the kernel does not tell. */
+uint64_t hak_os_thread_minor_faults(void);
 /* Whether age_ms or more passed from then until now: false when then is the
  * later (read under a lock that now was read before), and for an age that
  * would pass the end of time (HAKMEM_DECAY_MS set that high means never). */
