@@ -433,8 +433,7 @@ struct hak_heap {
      * change (modulo 2^32, for differences only). */
     uint32_t growth_allocs[HAK_NUM_CLASSES];
     uint32_t active_faults[HAK_NUM_CLASSES];
-    uint64_t growth_look_ms;
-    uint32_t fresh_since_look;             /* pages, release_idle_for_growth */
+    uint64_t growth_look_us;
     bool discard_spans;                    /* while release_idle_for_growth releases caches */
     struct hak_slab *cur[HAK_NUM_CLASSES]; /* slab refills carve from */
     struct hak_slab_list partial[HAK_NUM_CLASSES];

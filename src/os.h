@@ -191,8 +191,9 @@ void hak_os_stdio_list_lock(void);
 void hak_os_stdio_list_unlock(void);
 void hak_os_stdio_list_reset(void);
 uint64_t hak_os_now_ms(void);
-/* The page faults the calling thread took that read no file (minor ones),
- * so far; 0 where the kernel does not tell. */
+/* The minor page faults the calling thread took so far (those that read
+ * nothing from a disk: first touches, copy-on-write, pages of the page
+ * cache), as getrusage counts them; 0 where the kernel does not tell. */
 uint64_t hak_os_thread_minor_faults(void);
 /* Whether age_ms or more passed from then until now: false when then is the
  * later (read under a lock that now was read before), and for an age that

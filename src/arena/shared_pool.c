@@ -23,7 +23,8 @@ struct superslab_list {
 struct shared_pool {
     struct superslab_list with_free; /* in use, with a free slab */
     /* Wholly free SuperSlabs kept as they were, each until it has been
-     * free for HAKMEM_DECAY_MS: a program whose blocks come and go in
+     * free for HAKMEM_DECAY_MS, or has lent its pages to the node's spans
+     * (hak_shared_pool_lend): a program whose blocks come and go in
      * batches (a producer's thousands of blocks, freed by a consumer)
      * empties and fills SuperSlabs over and over, and threads that come
      * and go do the same.  xmalloc-test's producers and consumers, when
@@ -32,10 +33,12 @@ struct shared_pool {
      * took 17k.  The memory is what the program held within the decay. */
     struct superslab_list spares;
     unsigned mapped_spares; /* of them, outside the region */
-    /* When the oldest spare was emptied (NO_SPARES without one), for the
+    /* When the oldest spare was emptied (NO_SPARES without one), and
+     * whether it may lend its pages while young (take_lender), for the
      * looks of hak_shared_pool_release_stale and hak_shared_pool_lend
      * without the lock: written under it as the spares change. */
     uint64_t oldest_spare_ms;
+    bool oldest_lends_young;
     /* Wholly free SuperSlabs of the region whose pages went back: taken
      * after the spares, before a SuperSlab is made. */
     struct superslab_list retired;
@@ -69,18 +72,6 @@ static void list_push(struct superslab_list *list, struct hak_superslab *ss)
     list->first = ss;
 }
 
-/* ss after the others: as the oldest of the spares. */
-static void list_append(struct superslab_list *list, struct hak_superslab *ss)
-{
-    ss->head.next = NULL;
-    ss->head.prev = list->last ? &list->last->head : NULL;
-    if (list->last)
-        list->last->head.next = &ss->head;
-    else
-        list->first = ss;
-    list->last = ss;
-}
-
 static void list_remove(struct superslab_list *list, struct hak_superslab *ss)
 {
     if (ss->head.prev)
@@ -94,11 +85,49 @@ static void list_remove(struct superslab_list *list, struct hak_superslab *ss)
     ss->head.next = ss->head.prev = NULL;
 }
 
+/* Whether ss's free slabs can move their pages: slabs that took lent
+ * ranges may be several mappings (os.h). */
+static bool can_move_pages(const struct hak_superslab *ss)
+{
+    return !ss->lent_ranges || hak_os_moves_over_mappings();
+}
+
+/* Whether ss may lend its pages before it is stale: in the region (spares
+ * outside are few, the region being full, and one that came back would
+ * count among the mapped ones), where its pages can move. */
+static bool lends_young(const struct hak_superslab *ss)
+{
+    return hak_superslab_region_holds(ss) && can_move_pages(ss);
+}
+
 /* Under the pool's lock, after every change of the spares. */
 static void note_oldest_spare(struct shared_pool *pool)
 {
-    uint64_t oldest = pool->spares.last ? pool->spares.last->emptied_ms : NO_SPARES;
-    __atomic_store_n(&pool->oldest_spare_ms, oldest, __ATOMIC_RELAXED);
+    const struct hak_superslab *last = pool->spares.last;
+    __atomic_store_n(&pool->oldest_spare_ms, last ? last->emptied_ms : NO_SPARES, __ATOMIC_RELAXED);
+    __atomic_store_n(&pool->oldest_lends_young, last && lends_young(last), __ATOMIC_RELAXED);
+}
+
+/* Under the pool's lock: ss, which left the spares to lend, back among
+ * them in age order (another thread may have put a newer one back as the
+ * oldest meanwhile). */
+static void put_back_spare(struct shared_pool *pool, struct hak_superslab *ss)
+{
+    struct hak_superslab *after = pool->spares.last;
+    while (after && after->emptied_ms < ss->emptied_ms)
+        after = (struct hak_superslab *)after->head.prev;
+    if (!after) {
+        list_push(&pool->spares, ss);
+    } else {
+        ss->head.prev = &after->head;
+        ss->head.next = after->head.next;
+        if (after->head.next)
+            after->head.next->prev = &ss->head;
+        else
+            pool->spares.last = ss;
+        after->head.next = &ss->head;
+    }
+    note_oldest_spare(pool);
 }
 
 /* Under the pool's lock: ss leaves the spares for *leaving, a chain
@@ -338,8 +367,9 @@ void hak_shared_pool_release_aged(unsigned node)
 /* A few at a time, for this is a malloc (48 MiB of spares retired at
  * once took 5 ms).  It comes with every large block mapped, and
  * hak_shared_pool_lend's look with every span the PageArena hands out, so
- * both look at the oldest spare's age before they take the lock, which
- * every thread of the node takes for its slabs. */
+ * both look at the oldest spare's age (and the latter at whether it lends
+ * young) before they take the lock, which every thread of the node takes
+ * for its slabs. */
 void hak_shared_pool_release_stale(unsigned node)
 {
     uint64_t oldest = __atomic_load_n(&pools[node].oldest_spare_ms, __ATOMIC_RELAXED);
@@ -413,25 +443,17 @@ static bool holds_touched_slabs(const struct hak_superslab *ss)
     return false;
 }
 
-/* Whether ss's free slabs can move their pages: slabs that took lent
- * ranges may be several mappings (os.h). */
-static bool can_move_pages(const struct hak_superslab *ss)
-{
-    return !ss->lent_ranges || hak_os_moves_over_mappings();
-}
-
 /* Under the pool's lock: the oldest spare leaves the spares to lend its
- * pages where it is stale, or young, in the region and its pages can
- * move; NULL where it cannot.  Young: where the small classes take its
- * slabs again after it lent, the SuperSlab faults in what the span would
- * have, no more (a phase of 1-4 KiB blocks right after one of small ones:
- * bench/phases with no pauses).  Outside the region, spares are few (it
- * was full) and one that came back would count among the mapped ones. */
+ * pages where it is stale, or young and lends_young; NULL where it cannot.
+ * Young: where the small classes take its slabs again after it lent, the
+ * SuperSlab faults in what the span would have, no more (a phase of 1-4
+ * KiB blocks right after one of small ones: bench/phases with no pauses,
+ * 114 MB resident at its peak and 29k faults when only stale spares lent,
+ * 71 MB and 18k since). */
 static struct hak_superslab *take_lender(struct shared_pool *pool, uint64_t now, uint64_t age_ms)
 {
     struct hak_superslab *ss = pool->spares.last;
-    if (!ss || (!hak_os_aged(now, ss->emptied_ms, age_ms) &&
-                (!hak_superslab_region_holds(ss) || !can_move_pages(ss))))
+    if (!ss || (!hak_os_aged(now, ss->emptied_ms, age_ms) && !lends_young(ss)))
         return NULL;
     struct hak_superslab *leaving = NULL;
     leave_spares(pool, ss, &leaving);
@@ -446,6 +468,9 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ran
     if (oldest == NO_SPARES)
         return 0;
     uint64_t now = hak_os_now_ms(), age_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
+    if (!hak_os_aged(now, oldest, age_ms) &&
+        !__atomic_load_n(&pool->oldest_lends_young, __ATOMIC_RELAXED))
+        return 0;
     size_t lent = 0;
     bool can_lend = hak_os_can_lend();
     /* Pages of at most as many spares as a release retires, for this is a
@@ -457,7 +482,6 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ran
         pthread_mutex_unlock(lock_of(pool));
         if (!ss)
             break;
-        bool young = !hak_os_aged(now, ss->emptied_ms, age_ms);
         bool refused = false;
         size_t moved = can_move_pages(ss)
                            ? lend_slabs(ss, node, dst + lent, size - lent, ranges, &refused)
@@ -467,15 +491,13 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ran
         /* Pages left where dst is not full: the kernel refused, or the
          * bound on lent ranges was reached. */
         bool still_holds_pages = holds_touched_slabs(ss);
-        if (still_holds_pages && (young || (lent == size && !refused)) &&
-            hak_superslab_region_holds(ss)) {
-            /* Still the oldest, for the next span, and a young one stays
-             * until it is stale, as if it had not lent (one outside the
-             * region leaves: a spare kept meanwhile may have taken its
-             * place among the mapped ones). */
+        if (still_holds_pages && lent == size && !refused && hak_superslab_region_holds(ss)) {
+            /* Still the oldest, for the next span (one outside the region
+             * leaves: a spare kept meanwhile may have taken its place
+             * among the mapped ones).  A refused one leaves, however
+             * young, rather than be tried again at every span. */
             pthread_mutex_lock(lock_of(pool));
-            list_append(&pool->spares, ss);
-            note_oldest_spare(pool);
+            put_back_spare(pool, ss);
             pthread_mutex_unlock(lock_of(pool));
             break;
         }

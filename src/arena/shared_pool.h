@@ -16,8 +16,9 @@
 struct hak_slab *hak_shared_pool_take(unsigned node);
 /* An empty slab goes back to its SuperSlab; a SuperSlab that empties stays
  * as it is, a spare (outside the SuperSlab region, one of four at most),
- * and leaves once it has been free for HAKMEM_DECAY_MS: it is unmapped, or
- * in the region its pages go back (superslab.h).  Ages are looked at when
+ * until it lends its pages to the node's spans (hak_shared_pool_lend) or
+ * has been free for HAKMEM_DECAY_MS: it is unmapped, or in the region its
+ * pages go back (superslab.h).  Ages are looked at when
  * a SuperSlab empties and by hak_shared_pool_release_aged, so a program
  * that stops allocating altogether keeps its spares until malloc_trim, as
  * it keeps its threads' caches. */
@@ -36,10 +37,11 @@ void hak_shared_pool_release_stale(unsigned node);
  * pages of the spares, oldest first, move to [dst, dst + size), from its
  * front, in place of the untouched pages there (hak_os_lend), and those
  * spares leave, but for the last, which stays while it holds pages (in
- * the SuperSlab region; one outside leaves too), as does a young one (not
- * stale, as above) that the kernel refused; young spares outside the
- * region lend nothing.  Where they cannot fill dst, the stale spares left
- * leave as above.  Returns the bytes of dst so
+ * the SuperSlab region; one outside leaves too).  A spare lends before it
+ * is stale (as above) only in the region, and only where its pages can
+ * move (before Linux 6.17, not those of slabs that took lent ranges); the
+ * oldest spare that cannot stops the lending until it is stale.  Where
+ * they cannot fill dst, the stale spares left leave as above.  Returns the bytes of dst so
  * filled (with those of a move the kernel refused, which may hold some of
  * the pages: calloc zeroes them), *ranges counting the moves.  A program whose
  * small blocks of one phase give way to bigger ones in the next takes no

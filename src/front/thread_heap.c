@@ -115,16 +115,6 @@ static uint8_t page_tag_of(const struct hak_heap *heap)
 
 static void release_idle_for_growth(struct hak_heap *heap, unsigned keep);
 
-/* slab, of pages pages, just taken from a backend: those past its touched
- * ones are no memory the node had resident (spare SuperSlabs' slabs and
- * hot spans are), which brings release_idle_for_growth's next look
- * forward. */
-static void note_fresh_pages(struct hak_heap *heap, const struct hak_slab *slab, uint32_t pages)
-{
-    if (slab->touched_pages < pages)
-        heap->fresh_since_look += pages - slab->touched_pages;
-}
-
 /* A slab or span from node's backend, idle classes' blocks given back
  * first (release_idle_for_growth).  At level 2 the last page of a
  * SuperSlab's slab is its guard, for good (arena/superslab.c); a span gets
@@ -135,7 +125,6 @@ static struct hak_slab *fresh_slab(struct hak_heap *heap, unsigned cls)
     if (hak_class_is_small(cls)) {
         struct hak_slab *slab = hak_shared_pool_take(heap->node);
         if (slab) {
-            note_fresh_pages(heap, slab, HAK_SLAB_SIZE / HAK_PAGE_SIZE);
             hak_slab_assign(slab, heap, page_tag_of(heap), cls, slab->start,
                             HAK_SLAB_SIZE - hak_harden.guard_bytes);
         }
@@ -148,7 +137,6 @@ static struct hak_slab *fresh_slab(struct hak_heap *heap, unsigned cls)
         span = hak_page_arena_alloc(heap->node, pages);
     if (!span)
         return NULL;
-    note_fresh_pages(heap, span, pages);
     span->kind = hak_class_is_l25(cls) ? HAK_SLAB_L25 : HAK_SLAB_MID;
     hak_slab_assign(span, heap, page_tag_of(heap), cls, span->start, bytes);
     if (hak_harden.guard_bytes)
@@ -630,15 +618,15 @@ static void look_for_idle(struct hak_heap *heap, unsigned keep)
  * more give their blocks back: none since a refill or flush that long ago,
  * or none since the reading of the clock that first saw their last
  * (note_active_classes), that long ago; and so do those that served none
- * while the thread faulted in 1 MiB (IDLE_GROWTH_PAGES; its faults read
- * once a look): a program that moves on to other sizes at once, as a
- * compiler's passes do, grows that much within milliseconds (bench/phases
- * with no pauses: 117 MB resident at its peak, 29k faults, when only the
- * clock told).
- * Faults, not the slabs and spans taken: those may be resident already
- * (spare SuperSlabs, hot spans), or hold blocks of which the program
- * writes a few bytes, and the caches of a thread that cycles its classes
- * through the HotSpanBox would go back at every turn.  The spans that empties go
+ * while the thread took a page fault per HAK_IDLE_FAULT_DECAY_MS of the
+ * decay (250 at its default, some 1 MiB; idle_faults), its faults read once a
+ * look: a program that moves on to other sizes at once, as a compiler's
+ * passes do, grows that much within milliseconds (bench/phases with no
+ * pauses: 114 MB resident at its peak, 29k faults, when only the clock
+ * told).  Faults, not the slabs and spans taken: those may be resident
+ * already (spare SuperSlabs, hot spans), or hold blocks of which the
+ * program writes a few bytes, and the caches of a thread that cycles its
+ * classes through the HotSpanBox would go back at every turn.  The spans that empties go
  * to the HotSpanBox as stale ones, whose pages the SuperSlabs the node
  * makes or takes back next take in place of fresh ones, and which go back
  * to the kernel first (arena/hot_span_box.h, arena/shared_pool.h).  A
@@ -651,27 +639,46 @@ static void look_for_idle(struct hak_heap *heap, unsigned keep)
  * the next phase's SuperSlabs fault their pages in.  (When the spans were
  * decommitted here, twelve idle Mid classes released at once took 344
  * madvise calls and 6 ms in one malloc, and it was one class a look.) */
-/* The pages its thread faults in while a class serves no malloc, for the
+/* The least time between two looks, by the precise clock: the coarse one
+ * ticks every 4 ms where the kernel's tick is 250 Hz, and a thread that
+ * moved on faults in 5 MB meanwhile (bench/phases).  No less: a class
+ * counts as seen active where it malloc'd since the last look, and a
+ * thread that cycles many classes of big blocks (l25: 16 classes of
+ * 64 KiB-1 MiB, written whole) faults in 1 MiB between two mallocs of one,
+ * whose cache went back at every look when looks came every 64 pages
+ * taken (88.7M instructions against 49.9M, callgrind). */
+#define GROWTH_LOOK_US 1000
+
+/* The faults its thread takes while a class serves no malloc, for the
  * class to count as idle: a release costs the class a flush and its
- * cache's growth again, some microseconds for a cache of 4 MiB, where a
- * MiB faulted in took a few hundred. */
-#define IDLE_GROWTH_PAGES ((1u << 20) / HAK_PAGE_SIZE)
-/* Fresh pages taken that bring the next look forward, within the
- * millisecond of the last: the coarse clock ticks every 4 ms where the
- * kernel's tick is 250 Hz, and a thread that moved on faults in 5 MB
- * meanwhile (bench/phases). */
-#define GROWTH_LOOK_PAGES (IDLE_GROWTH_PAGES / 4)
+ * cache's growth again, some microseconds for a cache of 4 MiB, where 250
+ * faults took a few hundred.  A longer decay keeps idle caches through
+ * more growth, as it keeps them longer, and a decay of never (the NUMA
+ * guest's remote-free test sets an hour) through any. */
+static uint32_t idle_faults(void)
+{
+    uint64_t faults = hak_options.decay_ms / HAK_IDLE_FAULT_DECAY_MS;
+    return faults < UINT32_MAX ? (uint32_t)faults : UINT32_MAX;
+}
+
+/* Whether the thread took idle_faults or more since a class was last seen
+ * active: a count that went back (a forked child's thread counts from 0,
+ * and so does one past 2^32) counts none. */
+static bool faulted_past(uint32_t faults, uint32_t active, uint32_t idle)
+{
+    return faults >= active && faults - active >= idle;
+}
 
 static void release_idle_for_growth(struct hak_heap *heap, unsigned keep)
 {
-    uint64_t now = hak_os_now_ms();
-    if (now == heap->growth_look_ms && heap->fresh_since_look < GROWTH_LOOK_PAGES)
+    uint64_t now_us = hak_os_now_us();
+    if (now_us - heap->growth_look_us < GROWTH_LOOK_US)
         return;
-    heap->growth_look_ms = now;
-    heap->fresh_since_look = 0;
+    heap->growth_look_us = now_us;
+    uint64_t now = hak_os_now_ms();
     uint64_t stale = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
     uint32_t stale_ms = stale < UINT32_MAX ? (uint32_t)stale : UINT32_MAX;
-    uint32_t faults = (uint32_t)hak_os_thread_minor_faults();
+    uint32_t faults = (uint32_t)hak_os_thread_minor_faults(), idle_after = idle_faults();
     heap->discard_spans = true;
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         uint32_t allocs = (uint32_t)heap->thread->allocs[cls];
@@ -683,7 +690,7 @@ static void release_idle_for_growth(struct hak_heap *heap, unsigned keep)
             (allocs == heap->slow_allocs[cls] && (uint32_t)now - heap->slow_ms[cls] >= stale_ms) ||
             (allocs == heap->read_allocs[cls] &&
              (uint32_t)now - heap->active_ms[cls] >= stale_ms) ||
-            faults - heap->active_faults[cls] >= IDLE_GROWTH_PAGES;
+            faulted_past(faults, heap->active_faults[cls], idle_after);
         if (cls != keep && idle && holds_blocks(heap, cls)) {
             release_cache(heap, cls);
             /* Idle from now on: a current slab with blocks in use stays,

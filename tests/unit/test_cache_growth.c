@@ -19,11 +19,11 @@
  *
  * A thread that takes a fresh slab for one class first empties the caches
  * of the classes it has not malloc'd from since their last refill or
- * flush, a sixty-fourth of the decay ago or more, or while it faulted in
- * 1 MiB, and their emptied spans go to the HotSpanBox as stale ones; a
- * class it malloc'd from since, or idle for less (also after the heap
- * itself sat idle), keeps its cache.  An L25 calloc that takes a span of
- * its own empties idle caches first too. */
+ * flush, a sixty-fourth of the decay ago or more, or while it took a
+ * fault per 20 ms of the decay, and their emptied spans go to the
+ * HotSpanBox as stale ones; a class it malloc'd from since, or idle for
+ * less (also after the heap itself sat idle), keeps its cache.  An L25
+ * calloc that takes a span of its own empties idle caches first too. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -39,33 +39,6 @@ enum { ROUNDS = 6, MAX_BLOCKS = 4 * MiB / 8192 + 64, SPARSE_MIN = 64 * 1024 };
 
 static uint32_t first_limit[HAK_NUM_CLASSES];
 
-/* Classes of blocks up to 64 KiB, 4 MiB each at most, 28 MiB in all;
- * with the two churned before them in body. */
-static const size_t dense_sizes[] = {20000, 30000, 14000, 24000, 50000, 60000, 12000, 40000, 9000};
-#define DENSE_CLASSES 7
-#define DENSE_KEPT (sizeof(dense_sizes) / sizeof(dense_sizes[0]))
-
-/* Where set, churn_rounds mallocs and frees a block of each of the
- * kept_count sizes every KEEP_USED_EVERY blocks, as a program that keeps
- * using them a little: none of their classes then idles while the class
- * churned faults its blocks in (release_idle_for_growth), and the growth
- * of their caches stays for the checks of its bounds. */
-static const size_t *kept_sizes;
-static size_t kept_count;
-enum { KEEP_USED_EVERY = 16 };
-
-static void keep_used(const size_t *sizes, size_t count)
-{
-    kept_sizes = sizes;
-    kept_count = count;
-}
-
-static void use_kept_classes(void)
-{
-    for (size_t i = 0; i < kept_count; i++)
-        free(unit_malloc(kept_sizes[i]));
-}
-
 /* rounds rounds of more mallocs than the biggest cache holds, then as many
  * frees: each round turns the class from refills to flushes and back.  The
  * program writes the first written bytes of each block. */
@@ -80,8 +53,6 @@ static void churn_rounds(size_t size, size_t written, int rounds)
             if (!(blocks[i] = malloc(size)))
                 hard_error("malloc(%zu) failed", size);
             memset(blocks[i], 1, written);
-            if (i % KEEP_USED_EVERY == 0)
-                use_kept_classes();
         }
         for (uint32_t i = 0; i < count; i++)
             free(blocks[i]);
@@ -150,7 +121,6 @@ static void churn_small(void)
 static void check_idle_released(void)
 {
     unsigned idle = hak_class_of(9000), busy = hak_class_of(3000), churned = hak_class_of(64);
-    churn(9000); /* again: the classes churned since faulted their blocks in */
     CHECK(hak_tls.head[idle] != HAK_LIST_END, "9000 B: the churn left no block in the cache");
     CHECK(hak_tls.heap->limit[idle] > first_limit[idle], "9000 B: the cache did not grow");
     hak_options.decay_ms = 20;
@@ -182,9 +152,12 @@ static void check_idle_released(void)
           "the HotSpanBox kept %llu spans idle for 10 s", (unsigned long long)spans);
 }
 
+/* Classes of blocks up to 64 KiB, 4 MiB each at most, 28 MiB in all. */
+static const size_t dense_sizes[] = {20000, 30000, 14000, 24000, 50000, 60000, 12000};
+
 static void churn_dense_classes(void)
 {
-    for (size_t i = 0; i < DENSE_CLASSES; i++)
+    for (size_t i = 0; i < sizeof(dense_sizes) / sizeof(dense_sizes[0]); i++)
         churn(dense_sizes[i]);
 }
 
@@ -245,14 +218,12 @@ static void *shrinking_body(void *arg)
 {
     (void)arg;
     hak_options.decay_ms = UINT64_MAX;
-    keep_used(dense_sizes, DENSE_KEPT);
     churn_dense_classes();
     check_growth_bound(false, 16 * MiB);
     park_threads(14);
     churn_dense_classes();
     check_growth_bound(false, 4 * MiB);
     release_parked();
-    keep_used(NULL, 0);
     return NULL;
 }
 
@@ -262,10 +233,8 @@ static void *crowded_body(void *arg)
 {
     uint64_t bound = *(const uint64_t *)arg;
     hak_options.decay_ms = UINT64_MAX;
-    keep_used(dense_sizes, DENSE_KEPT);
     churn_dense_classes();
     check_growth_bound(false, bound);
-    keep_used(NULL, 0);
     return NULL;
 }
 
@@ -298,7 +267,6 @@ static void *body(void *arg)
     static const size_t sparse_sizes[] = {100000, 300000, 1000000, 450000, 600000, 800000,
                                           700000, 500000, 380000,  250000, 120000, 160000};
     uint64_t unbounded = 0;
-    keep_used(sparse_sizes, sizeof(sparse_sizes) / sizeof(sparse_sizes[0]));
     for (size_t i = 0; i < sizeof(sparse_sizes) / sizeof(sparse_sizes[0]); i++) {
         unsigned cls = hak_class_of(sparse_sizes[i]);
         unbounded +=
@@ -312,18 +280,15 @@ static void *body(void *arg)
         hard_error("the classes churned would not pass %llu bytes unbounded",
                    (unsigned long long)SPARSE_BOUND);
     check_growth_bound(true, SPARSE_BOUND);
-    keep_used(NULL, 0);
 
     /* The classes up to 64 KiB grow within a bound of their own, 16 MiB
      * for a thread of two (this one and main's), which these classes would
      * pass unbounded: the first classes take most of it, the others share
      * the rest. */
-    keep_used(dense_sizes, DENSE_KEPT);
     check_grows(40000);
     check_grows(9000);
     churn_dense_classes();
     check_growth_bound(false, 16 * MiB);
-    keep_used(NULL, 0);
 
     /* Written whole, their caches go back to their first sizes; another
      * class written whole from the start never grows.  Rounds enough for
@@ -342,8 +307,9 @@ static void *body(void *arg)
     return NULL;
 }
 
-/* 64 B blocks held until the end: fresh slabs, a quarter MiB a round; the
- * thread faults in less than 1 MiB in GROWTH_UNDER_MIN_ROUNDS. */
+/* 64 B blocks held until the end: fresh slabs, a quarter MiB a round;
+ * GROWTH_UNDER_MIN_ROUNDS of them take fewer faults than any decay below
+ * makes idle. */
 enum { GROWN_ROUNDS = 64, GROWN_BLOCKS = 4096, GROWTH_UNDER_MIN_ROUNDS = 2 };
 static void *grown[GROWN_ROUNDS][GROWN_BLOCKS];
 static unsigned grown_rounds;
@@ -370,7 +336,10 @@ static void grow_small(unsigned rounds, unsigned until, size_t busy)
 static void *growth_body(void *arg)
 {
     (void)arg;
-    enum { STALE_MS = 50, WOKEN_STALE_MS = 1000, NEVER_STALE_MS = 3600 * 1000 };
+    enum { STALE_MS = 200, WOKEN_STALE_MS = 1000, NEVER_STALE_MS = 3600 * 1000 };
+    /* A decay whose sixty-fourth (640 ms) no step below lasts, where the
+     * thread takes its idle faults (2048) in 32 rounds of grow_small. */
+    enum { FAULTS_DECAY_MS = 2048 * HAK_IDLE_FAULT_DECAY_MS };
     enum { WOKEN_SIZE = 100000, WOKEN_BLOCKS = 40 };
     uint64_t decay_ms = hak_options.decay_ms;
     hak_options.huge_pages = HAK_HUGE_OFF;
@@ -407,29 +376,32 @@ static void *growth_body(void *arg)
     CHECK(hak_tls.head[idle] != HAK_LIST_END && hak_tls.heap->limit[busy] > first_limit[busy],
           "the churned classes left no block in their caches, or did not grow them");
     /* However slow the machine, idle for less than a sixty-fourth, and the
-     * thread faulted in less than 1 MiB meanwhile. */
+     * thread faulted in less than the decay's idle faults meanwhile. */
     hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * (uint64_t)NEVER_STALE_MS;
-    free(unit_malloc(12000)); /* its last malloc, after the heap's last look */
-    uint64_t faults_before = hak_os_thread_minor_faults();
     grow_small(GROWTH_UNDER_MIN_ROUNDS, HAK_NUM_CLASSES, 0);
     CHECK(hak_tls.head[idle] != HAK_LIST_END,
           "12000 B: a cache idle for less than a sixty-fourth of the decay emptied");
 
-    /* Idle while the thread faults in 1 MiB, however young by the clock,
-     * beside a class malloc keeps using. */
+    /* Idle while the thread takes its idle faults, young by the clock,
+     * beside a class malloc keeps using: gone at a look after them (once
+     * a millisecond at most), not before. */
+    hak_options.decay_ms = FAULTS_DECAY_MS;
+    uint64_t idle_faults = FAULTS_DECAY_MS / HAK_IDLE_FAULT_DECAY_MS;
+    free(unit_malloc(12000)); /* its last malloc, before the heap's next look */
+    uint64_t faults_before = hak_os_thread_minor_faults();
     grow_small(GROWN_ROUNDS, idle, 9000);
     uint64_t faulted = hak_os_thread_minor_faults() - faults_before;
     CHECK(hak_tls.head[idle] == HAK_LIST_END,
-          "12000 B: a cache idle while the thread faulted in %llu pages kept its blocks",
+          "12000 B: a cache idle while the thread took %llu faults kept its blocks",
           (unsigned long long)faulted);
-    CHECK(faulted >= MiB / HAK_PAGE_SIZE,
-          "12000 B: a cache went back after the thread faulted in only %llu pages",
-          (unsigned long long)faulted);
+    CHECK(faulted >= idle_faults && faulted < 2 * idle_faults,
+          "12000 B: a cache went back after the thread took %llu faults, not %llu",
+          (unsigned long long)faulted, (unsigned long long)idle_faults);
     CHECK(hak_tls.heap->limit[busy] > first_limit[busy],
           "9000 B: a class malloc kept using lost its grown cache to the thread's faults");
 
     /* Idle past a sixty-fourth of the decay: gone at the next look, the
-     * thread's faults short of what the cache may hold. */
+     * thread's faults short of the decay's idle faults. */
     hak_options.decay_ms = UINT64_MAX;
     churn(12000);
     hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * STALE_MS;
@@ -439,9 +411,9 @@ static void *growth_body(void *arg)
     grow_small(GROWN_ROUNDS, idle, 9000);
     faulted = hak_os_thread_minor_faults() - faults_before;
     CHECK(hak_tls.head[idle] == HAK_LIST_END, "12000 B: the idle cache kept its blocks");
-    CHECK(faulted < MiB / HAK_PAGE_SIZE,
+    CHECK(faulted < STALE_MS * HAK_HOT_SPAN_STALE_FRACTION / HAK_IDLE_FAULT_DECAY_MS,
           "12000 B: a cache idle past a sixty-fourth of the decay went back only after the "
-          "thread faulted in %llu pages",
+          "thread took %llu faults",
           (unsigned long long)faulted);
     CHECK(hak_tls.heap->limit[idle] == first_limit[idle],
           "12000 B: the idle cache stayed at %u blocks, not its first %u",
