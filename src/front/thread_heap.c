@@ -124,10 +124,9 @@ static struct hak_slab *fresh_slab(struct hak_heap *heap, unsigned cls)
     release_idle_for_growth(heap, cls);
     if (hak_class_is_small(cls)) {
         struct hak_slab *slab = hak_shared_pool_take(heap->node);
-        if (slab) {
+        if (slab)
             hak_slab_assign(slab, heap, page_tag_of(heap), cls, slab->start,
                             HAK_SLAB_SIZE - hak_harden.guard_bytes);
-        }
         return slab;
     }
     uint32_t bytes = hak_class_span_bytes[cls];
@@ -613,32 +612,6 @@ static void look_for_idle(struct hak_heap *heap, unsigned keep)
     hak_os_release_reservation_over_limit();
 }
 
-/* Before the heap takes a slab or span from its node's backend for cls:
- * the classes that served no malloc for a sixty-fourth of HAKMEM_DECAY_MS or
- * more give their blocks back: none since a refill or flush that long ago,
- * or none since the reading of the clock that first saw their last
- * (note_active_classes), that long ago; and so do those that served none
- * while the thread took a page fault per HAK_IDLE_FAULT_DECAY_MS of the
- * decay (250 at its default, some 1 MiB; idle_faults), its faults read once a
- * look: a program that moves on to other sizes at once, as a compiler's
- * passes do, grows that much within milliseconds (bench/phases with no
- * pauses: 114 MB resident at its peak, 29k faults, when only the clock
- * told).  Faults, not the slabs and spans taken: those may be resident
- * already (spare SuperSlabs, hot spans), or hold blocks of which the
- * program writes a few bytes, and the caches of a thread that cycles its
- * classes through the HotSpanBox would go back at every turn.  The spans that empties go
- * to the HotSpanBox as stale ones, whose pages the SuperSlabs the node
- * makes or takes back next take in place of fresh ones, and which go back
- * to the kernel first (arena/hot_span_box.h, arena/shared_pool.h).  A
- * program whose work moved on to other sizes (a phase of 1-4 KiB blocks,
- * then one of small ones) would otherwise keep the last phase's caches, up
- * to 16 MiB a thread, and their spans in the HotSpanBox, resident through
- * the next for a decay period (bench/phases: 19-20 MB of caches and 5-7 MB
- * of spans).  Once a millisecond at most (an L25 class takes a span at
- * every refill), every idle class at once: the spans reach the box before
- * the next phase's SuperSlabs fault their pages in.  (When the spans were
- * decommitted here, twelve idle Mid classes released at once took 344
- * madvise calls and 6 ms in one malloc, and it was one class a look.) */
 /* The least time between two looks, by the precise clock: the coarse one
  * ticks every 4 ms where the kernel's tick is 250 Hz, and a thread that
  * moved on faults in 5 MB meanwhile (bench/phases).  No less: a class
@@ -669,6 +642,33 @@ static bool faulted_past(uint32_t faults, uint32_t active, uint32_t idle)
     return faults >= active && faults - active >= idle;
 }
 
+/* Before the heap takes a slab or span from its node's backend for cls:
+ * the classes that served no malloc for a sixty-fourth of HAKMEM_DECAY_MS or
+ * more give their blocks back: none since a refill or flush that long ago,
+ * or none since the reading of the clock that first saw their last
+ * (note_active_classes), that long ago; and so do those that served none
+ * while the thread took a page fault per HAK_IDLE_FAULT_DECAY_MS of the
+ * decay (250 at its default, some 1 MiB; idle_faults), its faults read
+ * once a look: a program that moves on to other sizes at once, as a
+ * compiler's passes do, grows that much within milliseconds (bench/phases
+ * with no pauses: 114 MB resident at its peak, 29k faults, when only the
+ * clock told).  Faults, not the slabs and spans taken: those may be
+ * resident already (spare SuperSlabs, hot spans), or hold blocks of which
+ * the program writes a few bytes, and the caches of a thread that cycles
+ * its classes through the HotSpanBox would go back at every turn.  The
+ * spans that empties go to the HotSpanBox as stale ones, whose pages the
+ * SuperSlabs the node makes or takes back next take in place of fresh
+ * ones, and which go back to the kernel first (arena/hot_span_box.h,
+ * arena/shared_pool.h).  A
+ * program whose work moved on to other sizes (a phase of 1-4 KiB blocks,
+ * then one of small ones) would otherwise keep the last phase's caches, up
+ * to 16 MiB a thread, and their spans in the HotSpanBox, resident through
+ * the next for a decay period (bench/phases: 19-20 MB of caches and 5-7 MB
+ * of spans).  Once a millisecond at most (an L25 class takes a span at
+ * every refill), every idle class at once: the spans reach the box before
+ * the next phase's SuperSlabs fault their pages in.  (When the spans were
+ * decommitted here, twelve idle Mid classes released at once took 344
+ * madvise calls and 6 ms in one malloc, and it was one class a look.) */
 static void release_idle_for_growth(struct hak_heap *heap, unsigned keep)
 {
     uint64_t now_us = hak_os_now_us();
