@@ -421,16 +421,18 @@ struct hak_heap {
     /* For release_idle_for_growth (thread_heap.c): the time of each
      * class's last refill or flush and its mallocs then; its mallocs when
      * the idle look last read the clock, and the first reading that saw
-     * them change (the class malloc'd no later); the last such release.
+     * them change (the class malloc'd no later).
      * Milliseconds and mallocs modulo 2^32, compared for age and equality
      * only: the heap fits hak_meta_alloc's biggest record. */
     uint32_t slow_ms[HAK_NUM_CLASSES];
     uint32_t slow_allocs[HAK_NUM_CLASSES];
     uint32_t read_allocs[HAK_NUM_CLASSES];
     uint32_t active_ms[HAK_NUM_CLASSES];
-    /* Each class's mallocs when release_idle_for_growth last looked, and
-     * the thread's minor page faults at the first look that saw them
-     * change (modulo 2^32, for differences only). */
+    /* Each class's mallocs when release_idle_for_growth last looked, the
+     * thread's minor page faults at the first look that saw them change
+     * (modulo 2^32, for differences only), and when it last looked
+     * (microseconds, CLOCK_MONOTONIC).  The heap is 8192 bytes now, the
+     * biggest meta record: a field more needs room made first. */
     uint32_t growth_allocs[HAK_NUM_CLASSES];
     uint32_t active_faults[HAK_NUM_CLASSES];
     uint64_t growth_look_us;

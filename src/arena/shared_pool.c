@@ -492,10 +492,11 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ran
          * bound on lent ranges was reached. */
         bool still_holds_pages = holds_touched_slabs(ss);
         if (still_holds_pages && lent == size && !refused && hak_superslab_region_holds(ss)) {
-            /* Still the oldest, for the next span (one outside the region
-             * leaves: a spare kept meanwhile may have taken its place
-             * among the mapped ones).  A refused one leaves, however
-             * young, rather than be tried again at every span. */
+            /* Back among the spares in age order, for the next span (one
+             * outside the region leaves: a spare kept meanwhile may have
+             * taken its place among the mapped ones).  One the kernel
+             * refused leaves, however young, rather than be tried again
+             * at every span. */
             pthread_mutex_lock(lock_of(pool));
             put_back_spare(pool, ss);
             pthread_mutex_unlock(lock_of(pool));
@@ -503,7 +504,9 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ran
         }
         retire(pool, ss);
         oldest = __atomic_load_n(&pool->oldest_spare_ms, __ATOMIC_RELAXED);
-        if (still_holds_pages || refused)
+        if (still_holds_pages || refused ||
+            (!hak_os_aged(now, oldest, age_ms) &&
+             !__atomic_load_n(&pool->oldest_lends_young, __ATOMIC_RELAXED)))
             break;
     }
     /* The rest of dst faults in fresh: stale spares that could not lend

@@ -40,8 +40,9 @@ void hak_shared_pool_release_stale(unsigned node);
  * the SuperSlab region; one outside leaves too).  A spare lends before it
  * is stale (as above) only in the region, and only where its pages can
  * move (before Linux 6.17, not those of slabs that took lent ranges); the
- * oldest spare that cannot stops the lending until it is stale.  Where
- * they cannot fill dst, the stale spares left leave as above.  Returns the bytes of dst so
+ * oldest spare that cannot stops the lending until it is stale, and one
+ * the kernel refused a move leaves, however young.  Where they cannot
+ * fill dst, the stale spares left leave as above.  Returns the bytes of dst so
  * filled (with those of a move the kernel refused, which may hold some of
  * the pages: calloc zeroes them), *ranges counting the moves.  A program whose
  * small blocks of one phase give way to bigger ones in the next takes no

@@ -626,47 +626,39 @@ static void look_for_idle(struct hak_heap *heap, unsigned keep)
  * class to count as idle: a release costs the class a flush and its
  * cache's growth again, some microseconds for a cache of 4 MiB, where 250
  * faults took a few hundred.  A longer decay keeps idle caches through
- * more growth, as it keeps them longer, and a decay of never (the NUMA
- * guest's remote-free test sets an hour) through any. */
+ * more growth, as it keeps them longer: an hour (the NUMA guest's
+ * remote-free test) through 180k faults, some 700 MiB. */
 static uint32_t idle_faults(void)
 {
     uint64_t faults = hak_options.decay_ms / HAK_IDLE_FAULT_DECAY_MS;
     return faults < UINT32_MAX ? (uint32_t)faults : UINT32_MAX;
 }
 
-/* Whether the thread took idle_faults or more since a class was last seen
- * active: a count that went back (a forked child's thread counts from 0,
- * and so does one past 2^32) counts none. */
-static bool faulted_past(uint32_t faults, uint32_t active, uint32_t idle)
-{
-    return faults >= active && faults - active >= idle;
-}
-
-/* Before the heap takes a slab or span from its node's backend for cls:
- * the classes that served no malloc for a sixty-fourth of HAKMEM_DECAY_MS or
+/* Before the heap takes a slab or span from its node's backend for cls: the
+ * classes that served no malloc for a sixty-fourth of HAKMEM_DECAY_MS or
  * more give their blocks back: none since a refill or flush that long ago,
  * or none since the reading of the clock that first saw their last
  * (note_active_classes), that long ago; and so do those that served none
  * while the thread took a page fault per HAK_IDLE_FAULT_DECAY_MS of the
- * decay (250 at its default, some 1 MiB; idle_faults), its faults read
- * once a look: a program that moves on to other sizes at once, as a
- * compiler's passes do, grows that much within milliseconds (bench/phases
- * with no pauses: 114 MB resident at its peak, 29k faults, when only the
- * clock told).  Faults, not the slabs and spans taken: those may be
- * resident already (spare SuperSlabs, hot spans), or hold blocks of which
- * the program writes a few bytes, and the caches of a thread that cycles
- * its classes through the HotSpanBox would go back at every turn.  The
- * spans that empties go to the HotSpanBox as stale ones, whose pages the
- * SuperSlabs the node makes or takes back next take in place of fresh
- * ones, and which go back to the kernel first (arena/hot_span_box.h,
- * arena/shared_pool.h).  A
- * program whose work moved on to other sizes (a phase of 1-4 KiB blocks,
- * then one of small ones) would otherwise keep the last phase's caches, up
- * to 16 MiB a thread, and their spans in the HotSpanBox, resident through
- * the next for a decay period (bench/phases: 19-20 MB of caches and 5-7 MB
- * of spans).  Once a millisecond at most (an L25 class takes a span at
- * every refill), every idle class at once: the spans reach the box before
- * the next phase's SuperSlabs fault their pages in.  (When the spans were
+ * decay (250 at its default, some 1 MiB; idle_faults), its faults read once
+ * a look (a class that malloc'd since the last never counts): a program
+ * that moves on to other sizes at once, as a compiler's passes do, grows
+ * that much within milliseconds (bench/phases with no pauses: 114 MB
+ * resident at its peak, 29k faults, when only the clock told).  Faults, not
+ * the slabs and spans taken: those may be resident already (spare
+ * SuperSlabs, hot spans), or hold blocks of which the program writes a few
+ * bytes, and the caches of a thread that cycles its classes through the
+ * HotSpanBox would go back at every turn.  The spans that empties go to the
+ * HotSpanBox as stale ones, whose pages the SuperSlabs the node makes or
+ * takes back next take in place of fresh ones, and which go back to the
+ * kernel first (arena/hot_span_box.h, arena/shared_pool.h).  A program
+ * whose work moved on to other sizes (a phase of 1-4 KiB blocks, then one
+ * of small ones) would otherwise keep the last phase's caches, up to 16 MiB
+ * a thread, and their spans in the HotSpanBox, resident through the next
+ * for a decay period (bench/phases: 19-20 MB of caches and 5-7 MB of
+ * spans).  Once a millisecond at most (an L25 class takes a span at every
+ * refill), every idle class at once: the spans reach the box before the
+ * next phase's SuperSlabs fault their pages in.  (When the spans were
  * decommitted here, twelve idle Mid classes released at once took 344
  * madvise calls and 6 ms in one malloc, and it was one class a look.) */
 static void release_idle_for_growth(struct hak_heap *heap, unsigned keep)
@@ -682,7 +674,10 @@ static void release_idle_for_growth(struct hak_heap *heap, unsigned keep)
     heap->discard_spans = true;
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         uint32_t allocs = (uint32_t)heap->thread->allocs[cls];
-        if (allocs != heap->growth_allocs[cls]) {
+        /* Active since the last look; or the count went back (a forked
+         * child's thread counts from 0), from which it counts anew. */
+        bool seen_active = allocs != heap->growth_allocs[cls] || faults < heap->active_faults[cls];
+        if (seen_active) {
             heap->growth_allocs[cls] = allocs;
             heap->active_faults[cls] = faults;
         }
@@ -690,7 +685,7 @@ static void release_idle_for_growth(struct hak_heap *heap, unsigned keep)
             (allocs == heap->slow_allocs[cls] && (uint32_t)now - heap->slow_ms[cls] >= stale_ms) ||
             (allocs == heap->read_allocs[cls] &&
              (uint32_t)now - heap->active_ms[cls] >= stale_ms) ||
-            faulted_past(faults, heap->active_faults[cls], idle_after);
+            (!seen_active && faults - heap->active_faults[cls] >= idle_after);
         if (cls != keep && idle && holds_blocks(heap, cls)) {
             release_cache(heap, cls);
             /* Idle from now on: a current slab with blocks in use stays,

@@ -456,6 +456,19 @@ static void *growth_body(void *arg)
           "9000 B: an idle cache kept its blocks through %u L25 callocs", callocs);
     for (unsigned i = 0; i < callocs; i++)
         free(zeroed[i]);
+
+    /* With no decay at all (0 ms, the fewest faults), a class that
+     * malloc'd since the last look keeps its cache at the next: the
+     * first malloc of a class this thread never used takes a slab, and
+     * with it a look. */
+    hak_options.decay_ms = UINT64_MAX;
+    churn(12000);
+    hak_options.decay_ms = 0;
+    unit_sleep_ms(2); /* past the last look's millisecond */
+    free(unit_malloc(12000));
+    free(unit_malloc(700));
+    CHECK(hak_tls.head[idle] != HAK_LIST_END,
+          "decay 0: 12000 B, malloc'd since the last look, lost its cache at the next");
     for (unsigned r = 0; r < grown_rounds; r++)
         for (unsigned i = 0; i < GROWN_BLOCKS; i++)
             free(grown[r][i]);

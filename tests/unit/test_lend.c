@@ -7,12 +7,15 @@
  * next span; a chunk that took lent pages is unmapped once wholly free.
  * calloc zeroes the lent pages of a span and leaves its fresh ones alone.
  * A spare lends as soon as it is one, and one given back just now that
- * keeps pages after a lend stays a spare, unless the kernel refused it.  A process with locked
- * memory lends none. The other way, a fresh SuperSlab takes a stale hot span's last pages, and once
- * retired, its slabs are one mapping again; spans discarded over the box's budget wait there for
- * it. Where the kernel refuses (this program's mremap plays one before Linux 6.17 and one
- * before 5.7, refusing_mremap.h), the span is fresh memory and the spares go back as before; after
- * the second, no move is tried again. */
+ * keeps pages after a lend stays a spare, unless the kernel refused it.
+ * A process with locked memory lends none.
+ * The other way, a fresh SuperSlab takes a stale hot span's last pages,
+ * and once retired, its slabs are one mapping again; spans discarded over
+ * the box's budget wait there for it.
+ * Where the kernel refuses (this program's mremap plays one before Linux
+ * 6.17 and one before 5.7, refusing_mremap.h), the span is fresh memory
+ * and the spares go back as before; after the second, no move is tried
+ * again. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>

@@ -206,10 +206,10 @@ static void run_round(enum freer freer)
 int main(void)
 {
     unit_watchdog();
-    /* No class idles meanwhile: one A last took blocks of before it
-     * faulted the L25 ones in would give its slab back as A takes its
-     * next (release_idle_for_growth), and its blocks would come from
-     * other memory. */
+    /* No class idles meanwhile: A faults its L25 blocks in after the
+     * last malloc of its small and Mid ones, which release_idle_for_growth
+     * would count as idle at A's next slab and give back their slabs, and
+     * their blocks would come from other memory. */
     hak_options.decay_ms = UINT64_MAX;
     run_round(FREER_WITH_HEAP);
     run_round(FREER_WITHOUT_HEAP);
