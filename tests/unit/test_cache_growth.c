@@ -20,10 +20,11 @@
  * A thread that takes a fresh slab for one class first empties the caches
  * of the classes it has not malloc'd from since their last refill or
  * flush, a sixty-fourth of the decay ago or more, or (from Linux 6.17)
- * while it took a fault per 20 ms of the decay, and their emptied spans go to the
- * HotSpanBox as stale ones; a class it malloc'd from since, or idle for
- * less (also after the heap itself sat idle), keeps its cache.  An L25
- * calloc that takes a span of its own empties idle caches first too. */
+ * while it took a fault per 20 ms of the decay, and their emptied spans
+ * go to the HotSpanBox as stale ones; a class it malloc'd from since, or
+ * idle for less (also after the heap itself sat idle), keeps its cache.
+ * An L25 calloc that takes a span of its own empties idle caches first
+ * too. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -407,7 +408,6 @@ static void *growth_body(void *arg)
         CHECK(hak_tls.head[idle] != HAK_LIST_END,
               "12000 B: before Linux 6.17, a cache went back as the thread took %llu faults",
               (unsigned long long)faulted);
-        churn(12000);
     }
     CHECK(hak_tls.heap->limit[busy] > first_limit[busy],
           "9000 B: a class malloc kept using lost its grown cache to the thread's faults");
@@ -469,7 +469,7 @@ static void *growth_body(void *arg)
     for (unsigned i = 0; i < callocs; i++)
         free(zeroed[i]);
 
-    /* With no decay at all (0 ms, the fewest faults), a class that
+    /* With no decay at all (0 ms: no fault to wait for), a class that
      * malloc'd since the last look keeps its cache at the next: the
      * first malloc of a class this thread never used takes a slab, and
      * with it a look. */
