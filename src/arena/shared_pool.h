@@ -38,8 +38,8 @@ void hak_shared_pool_release_stale(unsigned node);
  * front, in place of the untouched pages there (hak_os_lend), and those
  * spares leave, but for the last, which stays while it holds pages (in
  * the SuperSlab region; one outside leaves too).  A spare lends before it
- * is stale (as above) only in the region, and only where its pages can
- * move (before Linux 6.17, not those of slabs that took lent ranges); the
+ * is stale (as above) only in the region and from Linux 6.17, whose mremap
+ * moves pages over several mappings (shared_pool.c, lends_young); the
  * oldest spare that cannot stops the lending until it is stale, and one
  * the kernel refused a move leaves, however young.  Where they cannot
  * fill dst, the stale spares left leave as above.  Returns the bytes of dst so
