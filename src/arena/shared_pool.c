@@ -448,6 +448,14 @@ static bool holds_touched_slabs(const struct hak_superslab *ss)
     return false;
 }
 
+/* Without the lock: whether the oldest spare may lend, stale or young
+ * (take_lender), as the pool last noted it; false without spares. */
+static bool oldest_may_lend(const struct shared_pool *pool, uint64_t now, uint64_t age_ms)
+{
+    return hak_os_aged(now, __atomic_load_n(&pool->oldest_spare_ms, __ATOMIC_RELAXED), age_ms) ||
+           __atomic_load_n(&pool->oldest_lends_young, __ATOMIC_RELAXED);
+}
+
 /* Under the pool's lock: the oldest spare leaves the spares to lend its
  * pages where it is stale, or young and lends_young; NULL where it cannot.
  * Young: where the small classes take its slabs again after it lent, the
@@ -473,8 +481,7 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ran
     if (oldest == NO_SPARES)
         return 0;
     uint64_t now = hak_os_now_ms(), age_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
-    if (!hak_os_aged(now, oldest, age_ms) &&
-        !__atomic_load_n(&pool->oldest_lends_young, __ATOMIC_RELAXED))
+    if (!oldest_may_lend(pool, now, age_ms))
         return 0;
     size_t lent = 0;
     bool can_lend = hak_os_can_lend();
@@ -509,9 +516,7 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ran
         }
         retire(pool, ss);
         oldest = __atomic_load_n(&pool->oldest_spare_ms, __ATOMIC_RELAXED);
-        if (still_holds_pages || refused ||
-            (!hak_os_aged(now, oldest, age_ms) &&
-             !__atomic_load_n(&pool->oldest_lends_young, __ATOMIC_RELAXED)))
+        if (still_holds_pages || refused || !oldest_may_lend(pool, now, age_ms))
             break;
     }
     /* The rest of dst faults in fresh: stale spares that could not lend

@@ -133,8 +133,8 @@ static void retire_whole_superslab(void)
 }
 
 /* The SuperSlab's slabs back, the first count filled with pages pages
- * each, then left until they are stale. */
-static void leave_stale_spare(unsigned count, uint32_t pages)
+ * each: a spare just now. */
+static void leave_young_spare(unsigned count, uint32_t pages)
 {
     hak_hot_span_release_all(0); /* no span lends to the SuperSlab taken */
     take_whole_superslab();
@@ -142,18 +142,13 @@ static void leave_stale_spare(unsigned count, uint32_t pages)
         fill_slab(whole[i], i, pages);
     for (unsigned i = 0; i < SLABS_PER_SS; i++)
         hak_shared_pool_give(whole[i]);
-    unit_sleep_ms(2 * STALE_MS);
 }
 
-/* The same, given back just now: a young spare. */
-static void leave_young_spare(unsigned count, uint32_t pages)
+/* The same, then left until it is stale. */
+static void leave_stale_spare(unsigned count, uint32_t pages)
 {
-    hak_hot_span_release_all(0);
-    take_whole_superslab();
-    for (unsigned i = 0; i < count; i++)
-        fill_slab(whole[i], i, pages);
-    for (unsigned i = 0; i < SLABS_PER_SS; i++)
-        hak_shared_pool_give(whole[i]);
+    leave_young_spare(count, pages);
+    unit_sleep_ms(2 * STALE_MS);
 }
 
 static struct hak_slab *arena_span(uint32_t pages)
