@@ -262,15 +262,28 @@ struct hak_slab {
 _Static_assert(sizeof(struct hak_slab) == 3 * HAK_CACHE_LINE, "slab layout");
 _Static_assert(offsetof(struct hak_slab, free) == HAK_CACHE_LINE, "read-mostly fields, one line");
 
+/* The kernel's mappings in a SuperSlab or an arena chunk, one when it
+ * is mapped: each range of pages moved in (hak_os_lend) lands as a
+ * mapping of its own, and Linux before 6.17 moves no range that lies over
+ * several, so that pages move out of it one mapping at a time
+ * (arena/mappings.h).  Written with atomic ORs and adds: threads lend
+ * into different spans of one chunk at once. */
+struct hak_mappings {
+    uint32_t lent_ranges; /* moved in since it was mapped */
+    /* Bit p: page p may start a mapping, a range moved in having started
+     * or ended there; one the kernel merged with its neighbour keeps its
+     * bit, which costs a move more, not a refusal. */
+    uint64_t starts[HAK_ARENA_PAGES / 64];
+};
+
 struct hak_superslab {
     struct hak_chunk_head head;
     struct hak_slab *page_slab[HAK_SUPERSLAB_PAGES];
     uint32_t free_slabs; /* bit i: slab i is free */
     uint32_t used_slabs;
     uint64_t emptied_ms; /* when its last slab in use came back, as a spare */
-    /* Ranges of hot spans' pages moved into its slabs (hak_os_lend), each
-     * a kernel mapping of its own until the slabs are mapped anew. */
-    uint32_t lent_ranges;
+    /* Hot spans' pages moved into its slabs, until they are mapped anew. */
+    struct hak_mappings mappings;
     /* A copy of page_cls below in its part's page table, for a SuperSlab
      * of the region (arena/superslab.h), written with it; NULL outside. */
     uint8_t *region_page_cls;
@@ -320,9 +333,8 @@ struct hak_arena_chunk {
     /* Pages below this one have been handed out as spans: a free into a
      * free span there is a second one (arena/page_arena.c). */
     uint32_t handed_out_pages;
-    /* Ranges of SuperSlab pages moved into its spans (hak_os_lend), each
-     * a kernel mapping of its own until the chunk is unmapped. */
-    uint32_t lent_ranges;
+    /* SuperSlab pages moved into its spans, until it is unmapped. */
+    struct hak_mappings mappings;
     /* Advised huge pages (page_arena.c), which a range moved in would
      * break up: its spans take none. */
     bool huge_pages;

@@ -27,6 +27,7 @@ src_libhakmem_la_SOURCES = \
 	src/arena/abandoned.c src/arena/abandoned.h \
 	src/arena/hot_span_box.c src/arena/hot_span_box.h \
 	src/arena/large.c src/arena/large.h \
+	src/arena/mappings.c src/arena/mappings.h \
 	src/arena/meta.c src/arena/meta.h \
 	src/arena/page_arena.c src/arena/page_arena.h \
 	src/arena/page_map.c src/arena/page_map.h \

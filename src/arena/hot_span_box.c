@@ -8,6 +8,7 @@
 #include "../os.h"
 #include "../stats.h"
 #include "../thread_ordinal.h"
+#include "mappings.h"
 #include "meta.h"
 #include "page_arena.h"
 #include "slab.h"
@@ -661,13 +662,10 @@ void hak_hot_span_release_stale(unsigned node)
 #define MAX_LENT_SPANS_BY_CALL 8
 
 /* Whether span's pages may move: not out of a chunk advised huge pages,
- * whose huge pages a move would break up, nor, where the kernel moves no
- * range over several of its mappings, out of one that took lent ranges. */
+ * whose huge pages a move would break up. */
 static bool lendable(const struct hak_slab *span)
 {
-    const struct hak_arena_chunk *chunk = (const struct hak_arena_chunk *)span->chunk;
-    return !chunk->huge_pages && (!__atomic_load_n(&chunk->lent_ranges, __ATOMIC_RELAXED) ||
-                                  hak_os_moves_over_mappings());
+    return !((const struct hak_arena_chunk *)span->chunk)->huge_pages;
 }
 
 /* span, which a lend took out of box, back as the oldest, as it was. */
@@ -682,32 +680,25 @@ static void put_back_oldest(struct hot_span_box *box, struct hak_slab *span)
     pthread_mutex_unlock(lock_of(box));
 }
 
-/* The last of span's touched pages, up to room bytes, moved to dst (the
- * others stay a prefix); returns the bytes, *ranges counting the move.  A
- * move the kernel refused sets *refused, its bytes counted where it failed
- * part way (hak_os_lend). */
-static size_t lend_tail(struct hak_slab *span, char *dst, size_t room, uint32_t *ranges,
-                        bool *refused)
+/* The last of span's touched pages, up to room bytes, moved to dst in the
+ * container whose mappings to are (at to_base), the others staying a
+ * prefix; returns the bytes of dst taken.  A move the kernel refused sets
+ * *refused, a failed one's bytes counted taken and still the span's (some
+ * may be left: mappings.h). */
+static size_t lend_tail(struct hak_slab *span, char *dst, size_t room, struct hak_mappings *to,
+                        const char *to_base, bool *refused)
 {
     size_t touched = (size_t)span->touched_pages * HAK_PAGE_SIZE;
     size_t piece = touched < room ? touched : room;
     if (!piece)
         return 0;
-    enum hak_lend_result result = hak_os_lend(span->start + touched - piece, piece, dst);
-    if (result == HAK_LEND_REFUSED) {
+    const struct hak_arena_chunk *chunk = (const struct hak_arena_chunk *)span->chunk;
+    size_t moved, taken;
+    if (hak_mappings_lend(&chunk->mappings, (const char *)chunk, span->start + touched - piece,
+                          piece, to, to_base, dst, span->node, &moved, &taken) != HAK_LENT)
         *refused = true;
-        return 0;
-    }
-    (*ranges)++;
-    if (result == HAK_LEND_FAILED) {
-        /* dst mapped again with no policy; the span's pages stay counted:
-         * some may be left. */
-        hak_numa_bind(dst, piece, span->node);
-        *refused = true;
-        return piece;
-    }
-    span->touched_pages -= (uint32_t)(piece / HAK_PAGE_SIZE);
-    return piece;
+    span->touched_pages -= (uint32_t)(moved / HAK_PAGE_SIZE);
+    return taken;
 }
 
 /* span, out of the box, less its pages past the touched ones, which go
@@ -734,9 +725,9 @@ static void give_back_untouched(struct hak_slab *span)
     hak_page_arena_free(tail); /* maps the tail's pages to it */
 }
 
-size_t hak_hot_span_lend(unsigned node, char *dst, size_t size, uint32_t *ranges)
+size_t hak_hot_span_lend(unsigned node, char *dst, size_t size, struct hak_mappings *to,
+                         const char *to_base)
 {
-    *ranges = 0;
     /* Spans first: hak_os_can_lend reads /proc/self/status (once a second
      * at most), which a process's first SuperSlab, made before it freed
      * any span, would otherwise pay for (bench/startup_threads: four
@@ -764,7 +755,7 @@ size_t hak_hot_span_lend(unsigned node, char *dst, size_t size, uint32_t *ranges
             __atomic_store_n(&span->kind, HAK_SLAB_INVALID, __ATOMIC_RELAXED);
             note_longest(box);
             pthread_mutex_unlock(lock_of(box));
-            lent += lend_tail(span, dst + lent, size - lent, ranges, &refused);
+            lent += lend_tail(span, dst + lent, size - lent, to, to_base, &refused);
             if (span->touched_pages) {
                 give_back_untouched(span);
                 put_back_oldest(box, span);

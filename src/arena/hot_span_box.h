@@ -55,9 +55,11 @@ void hak_hot_span_release_stale(unsigned node);
  * has them), oldest first, to dst, up to size bytes: the fresh slabs of a
  * SuperSlab, which then fault none in (arena/shared_pool.h).  Each span
  * lends its last pages first; one left with none goes back to the
- * PageArena, one with some stays the oldest.  Returns the bytes moved,
- * *ranges counting the moves (os.h: hak_os_lend). */
-size_t hak_hot_span_lend(unsigned node, char *dst, size_t size, uint32_t *ranges);
+ * PageArena, one with some stays the oldest.  Returns the bytes of dst
+ * taken, to being the mappings of dst's SuperSlab, at to_base
+ * (mappings.h). */
+size_t hak_hot_span_lend(unsigned node, char *dst, size_t size, struct hak_mappings *to,
+                         const char *to_base);
 
 /* The first nodes nodes' locks, for fork. */
 void hak_hot_span_lock_all(unsigned nodes);

@@ -9,6 +9,7 @@
 #include "../options.h"
 #include "../os.h"
 #include "../stats.h"
+#include "mappings.h"
 #include "meta.h"
 #include "page_map.h"
 #include "shared_pool.h"
@@ -274,10 +275,8 @@ struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
         hak_shared_pool_release_stale(node);
     } else {
         /* At level 2 the span's last page becomes its guard. */
-        uint32_t ranges;
-        lent = hak_shared_pool_lend(node, span->start, bytes - hak_harden.guard_bytes, &ranges);
-        if (ranges)
-            __atomic_fetch_add(&chunk->lent_ranges, ranges, __ATOMIC_RELAXED);
+        lent = hak_shared_pool_lend(node, span->start, bytes - hak_harden.guard_bytes,
+                                    &chunk->mappings, (char *)chunk);
     }
     /* Not since a decommit, which madvise may refuse (locked pages): since
      * the chunk was mapped. */
@@ -314,7 +313,7 @@ static void unmap_chunk(struct hak_slab *span)
     hak_span_desc_free(span);
     hak_stat_node_map(chunk->head.node, -(int64_t)HAK_ARENA_CHUNK_SIZE);
     hak_page_map_clear(chunk, HAK_ARENA_CHUNK_SIZE);
-    hak_os_forget_lent(chunk->lent_ranges);
+    hak_mappings_reset(&chunk->mappings);
     hak_os_unmap(chunk, HAK_ARENA_CHUNK_SIZE);
 }
 
@@ -345,7 +344,7 @@ void hak_page_arena_free(struct hak_slab *span)
     /* One that ranges were lent to is kernel mappings in pieces: unmapped,
      * it takes them all away (a chunk mapped anew is one). */
     bool unmap = chunk_free && (arena->free_chunks >= KEEP_FREE_CHUNKS ||
-                                __atomic_load_n(&chunk->lent_ranges, __ATOMIC_RELAXED));
+                                __atomic_load_n(&chunk->mappings.lent_ranges, __ATOMIC_RELAXED));
     if (!unmap) {
         bin_insert(arena, span);
         arena->free_chunks += chunk_free;

@@ -8,6 +8,7 @@
 #include "../numa/binding.h"
 #include "../os.h"
 #include "hot_span_box.h"
+#include "mappings.h"
 #include "slab.h"
 #include "superslab.h"
 
@@ -85,24 +86,12 @@ static void list_remove(struct superslab_list *list, struct hak_superslab *ss)
     ss->head.next = ss->head.prev = NULL;
 }
 
-/* Whether ss's free slabs can move their pages: slabs that took lent
- * ranges may be several mappings (os.h). */
-static bool can_move_pages(const struct hak_superslab *ss)
-{
-    return !ss->lent_ranges || hak_os_moves_over_mappings();
-}
-
 /* Whether ss may lend its pages before it is stale: in the region (spares
  * outside are few, the region being full, and one that came back would
- * count among the mapped ones), on a kernel that moves pages over several
- * mappings (from Linux 6.17).  Before, a SuperSlab whose slabs took a hot
- * span's pages cannot lend them again, nor a span that took a spare's
- * give them back, and young lends moved phases' memory one way only:
- * bench/phases with no pauses, with uname saying 6.1, took 49k faults
- * against 29k (peak RSS 101 MB against 117). */
+ * count among the mapped ones). */
 static bool lends_young(const struct hak_superslab *ss)
 {
-    return hak_superslab_region_holds(ss) && hak_os_moves_over_mappings();
+    return hak_superslab_region_holds(ss);
 }
 
 /* Under the pool's lock, after every change of the spares. */
@@ -213,8 +202,7 @@ static size_t map_slabs_anew(struct hak_superslab *ss)
         return decommit_free_slabs(ss);
     for (unsigned i = HAK_SUPERSLAB_HEADER_SLABS; i < HAK_SLABS_PER_SUPERSLAB; i++)
         ss->slabs[i].touched_pages = 0;
-    hak_os_forget_lent(ss->lent_ranges);
-    ss->lent_ranges = 0;
+    hak_mappings_reset(&ss->mappings);
     return bytes;
 }
 
@@ -232,7 +220,7 @@ static size_t retire(struct shared_pool *pool, struct hak_superslab *leaving)
             bytes += HAK_SUPERSLAB_SIZE;
             continue;
         }
-        bytes += ss->lent_ranges ? map_slabs_anew(ss) : decommit_free_slabs(ss);
+        bytes += ss->mappings.lent_ranges ? map_slabs_anew(ss) : decommit_free_slabs(ss);
         pthread_mutex_lock(lock_of(pool));
         list_push(&pool->retired, ss);
         pthread_mutex_unlock(lock_of(pool));
@@ -277,9 +265,9 @@ static void fill_fresh_slabs(struct hak_superslab *ss, unsigned node)
     unsigned first = (unsigned)__builtin_ctz(ss->free_slabs);
     char *start = ss->slabs[first].start;
     size_t size = (size_t)((char *)ss + HAK_SUPERSLAB_SIZE - start);
-    uint32_t ranges = 0;
-    size_t lent = hak_harden.guard_bytes ? 0 : hak_hot_span_lend(node, start, size, &ranges);
-    ss->lent_ranges += ranges;
+    size_t lent = hak_harden.guard_bytes
+                      ? 0
+                      : hak_hot_span_lend(node, start, size, &ss->mappings, (char *)ss);
     /* Where none could lend; stale spans left after a lend stay for the
      * next SuperSlab (the call's bound on its work, or the slabs full). */
     if (!lent)
@@ -387,14 +375,15 @@ void hak_shared_pool_release_stale(unsigned node)
 
 /* Moves the touched pages of ss's free slabs to dst, up to room bytes,
  * each slab's blocks' free-list words cleared first (their links are not
- * to reach the span's blocks); returns the bytes moved, *ranges counting
- * the moves.  Free slabs side by side with all their pages touched move
- * in one call: one kernel mapping where they land, and one flush of the
- * TLBs.  A slab that cannot lend all its pages lends the last ones, and
- * keeps the others, still counted as touched, for the next span.  A move
- * the kernel refused sets *refused, its bytes counted with those lent. */
+ * to reach the span's blocks); returns the bytes of dst taken, to being
+ * its container's mappings (at to_base).  Free slabs side by side with
+ * all their pages touched move in one call where they are one kernel
+ * mapping: one mapping where they land, and one flush of the TLBs.  A
+ * slab that cannot lend all its pages lends the last ones, and keeps the
+ * others, still counted as touched, for the next span.  A move the kernel
+ * refused sets *refused, a failed one's bytes counted as taken. */
 static size_t lend_slabs(struct hak_superslab *ss, unsigned node, char *dst, size_t room,
-                         uint32_t *ranges, bool *refused)
+                         struct hak_mappings *to, const char *to_base, bool *refused)
 {
     enum { SLAB_PAGES = HAK_SLAB_SIZE / HAK_PAGE_SIZE };
     size_t lent = 0;
@@ -416,25 +405,24 @@ static size_t lend_slabs(struct hak_superslab *ss, unsigned node, char *dst, siz
         size_t piece = run < room - lent ? run : room - lent;
         for (unsigned i = 0; i < count; i++)
             hak_slab_clear_touched_free_words(&slab[i]);
-        enum hak_lend_result result = hak_os_lend(slab->start + run - piece, piece, dst + lent);
-        if (result == HAK_LEND_REFUSED) {
+        size_t moved, taken;
+        enum hak_lend_result result =
+            hak_mappings_lend(&ss->mappings, (char *)ss, slab->start + run - piece, piece, to,
+                              to_base, dst + lent, node, &moved, &taken);
+        /* The run's last bytes moved: each slab keeps what lies below. */
+        size_t kept = run - moved;
+        for (unsigned i = 0; i < count; i++) {
+            size_t below = kept > i * HAK_SLAB_SIZE ? kept - i * HAK_SLAB_SIZE : 0;
+            slab[i].touched_pages =
+                (uint32_t)((below < HAK_SLAB_SIZE ? below : HAK_SLAB_SIZE) / HAK_PAGE_SIZE);
+        }
+        /* A failed move's bytes count as lent, for calloc to zero what they
+         * may hold. */
+        lent += taken;
+        if (result != HAK_LENT) {
             *refused = true;
             break;
         }
-        if (result == HAK_LEND_FAILED) {
-            /* Counted as lent, for calloc to zero what it may hold. */
-            hak_numa_bind(dst + lent, piece, node);
-            *refused = true;
-            (*ranges)++;
-            return lent + piece;
-        }
-        if (count == 1)
-            slab->touched_pages -= (uint32_t)(piece / HAK_PAGE_SIZE);
-        else
-            for (unsigned i = 0; i < count; i++)
-                slab[i].touched_pages = 0;
-        lent += piece;
-        (*ranges)++;
     }
     return lent;
 }
@@ -473,11 +461,11 @@ static struct hak_superslab *take_lender(struct shared_pool *pool, uint64_t now,
     return ss;
 }
 
-size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ranges)
+size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, struct hak_mappings *to,
+                            const char *to_base)
 {
     struct shared_pool *pool = &pools[node];
     uint64_t oldest = __atomic_load_n(&pool->oldest_spare_ms, __ATOMIC_RELAXED);
-    *ranges = 0;
     if (oldest == NO_SPARES)
         return 0;
     uint64_t now = hak_os_now_ms(), age_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
@@ -495,9 +483,7 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ran
         if (!ss)
             break;
         bool refused = false;
-        size_t moved = can_move_pages(ss)
-                           ? lend_slabs(ss, node, dst + lent, size - lent, ranges, &refused)
-                           : 0;
+        size_t moved = lend_slabs(ss, node, dst + lent, size - lent, to, to_base, &refused);
         lent += moved;
         lent_from += moved != 0;
         /* Pages left where dst is not full: the kernel refused, or the

@@ -38,18 +38,19 @@ void hak_shared_pool_release_stale(unsigned node);
  * front, in place of the untouched pages there (hak_os_lend), and those
  * spares leave, but for the last, which stays while it holds pages (in
  * the SuperSlab region; one outside leaves too).  A spare lends before it
- * is stale (as above) only in the region and from Linux 6.17, whose mremap
- * moves pages over several mappings (shared_pool.c, lends_young); the
- * oldest spare that cannot stops the lending until it is stale, and one
- * the kernel refused a move leaves, however young.  Where they cannot
- * fill dst, the stale spares left leave as above.  Returns the bytes of dst so
- * filled (with those of a move the kernel refused, which may hold some of
- * the pages: calloc zeroes them), *ranges counting the moves.  A program whose
+ * is stale (as above) only in the region; the oldest spare that cannot
+ * stops the lending until it is stale, and one the kernel refused a move
+ * leaves, however young.  Where they cannot fill dst, the stale spares
+ * left leave as above.  Returns the bytes of dst so filled (with those of
+ * a move the kernel refused, which may hold some of the pages: calloc
+ * zeroes them), to being the mappings of dst's chunk, at to_base
+ * (mappings.h).  A program whose
  * small blocks of one phase give way to bigger ones in the next takes no
  * page faults for the memory the first left (phases: 46k faults in place
  * of 81k, 0.09 s of system time in place of 0.13), and keeps no more
  * resident than before. */
-size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, uint32_t *ranges);
+size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, struct hak_mappings *to,
+                            const char *to_base);
 /* malloc_trim: unmaps node's spare SuperSlabs (decommits those in the
  * region) and decommits the pages its free slabs ever handed out; returns
  * the bytes unmapped or decommitted. */

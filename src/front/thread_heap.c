@@ -670,16 +670,8 @@ static void release_idle_for_growth(struct hak_heap *heap, unsigned keep)
     uint64_t now = hak_os_now_ms();
     uint64_t stale = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
     uint32_t stale_ms = stale < UINT32_MAX ? (uint32_t)stale : UINT32_MAX;
-    /* Faults tell only on a kernel that moves pages over several mappings
-     * (os.h), where the memory a release gives back reaches the next
-     * phase's slabs and spans both ways.  Before Linux 6.17 a span that
-     * took a spare SuperSlab's pages cannot give them back, and
-     * bench/phases with no pauses, its uname saying 6.1, took 44.8k faults
-     * against 29.0k for the same peak RSS (116 MB) when the rule sent the
-     * 1-4 KiB caches back at each small phase. */
-    bool by_faults = hak_os_moves_over_mappings();
-    uint32_t faults = by_faults ? (uint32_t)hak_os_thread_minor_faults() : 0;
-    uint32_t idle_after = by_faults ? idle_faults() : UINT32_MAX;
+    uint32_t faults = (uint32_t)hak_os_thread_minor_faults();
+    uint32_t idle_after = idle_faults();
     heap->discard_spans = true;
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         uint32_t allocs = (uint32_t)heap->thread->allocs[cls];

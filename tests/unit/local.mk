@@ -24,6 +24,7 @@ UNIT_TESTS = \
 	tests/unit/test_cpu_move \
 	tests/unit/test_retained \
 	tests/unit/test_lend \
+	tests/unit/test_lend_old_kernel \
 	tests/unit/test_stats \
 	tests/unit/test_free_memory_reported \
 	tests/unit/test_os_map \
@@ -113,6 +114,11 @@ tests_unit_test_lend_SOURCES = tests/unit/test_lend.c tests/unit/unit.h tests/un
 tests_unit_test_lend_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_lend_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_lend_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_lend_old_kernel_SOURCES = $(tests_unit_test_lend_SOURCES)
+tests_unit_test_lend_old_kernel_CPPFLAGS = $(UNIT_CPPFLAGS) -DTEST_LEND_OLD_KERNEL
+tests_unit_test_lend_old_kernel_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_lend_old_kernel_LDADD = $(UNIT_LDADD)
 
 tests_unit_test_retained_SOURCES = tests/unit/test_retained.c tests/unit/unit.h
 tests_unit_test_retained_CPPFLAGS = $(UNIT_CPPFLAGS)

@@ -19,8 +19,8 @@
  *
  * A thread that takes a fresh slab for one class first empties the caches
  * of the classes it has not malloc'd from since their last refill or
- * flush, a sixty-fourth of the decay ago or more, or (from Linux 6.17)
- * while it took a fault per 20 ms of the decay, and their emptied spans
+ * flush, a sixty-fourth of the decay ago or more, or while it took a
+ * fault per 20 ms of the decay, and their emptied spans
  * go to the HotSpanBox as stale ones; a class it malloc'd from since, or
  * idle for less (also after the heap itself sat idle), keeps its cache.
  * An L25 calloc that takes a span of its own empties idle caches first
@@ -391,24 +391,14 @@ static void *growth_body(void *arg)
     uint64_t idle_faults = FAULTS_DECAY_MS / HAK_IDLE_FAULT_DECAY_MS;
     free(unit_malloc(12000)); /* its last malloc, before the heap's next look */
     uint64_t faults_before = hak_os_thread_minor_faults();
-    if (hak_os_moves_over_mappings()) {
-        grow_small(GROWN_ROUNDS, idle, 9000);
-        uint64_t faulted = hak_os_thread_minor_faults() - faults_before;
-        CHECK(hak_tls.head[idle] == HAK_LIST_END,
-              "12000 B: a cache idle while the thread took %llu faults kept its blocks",
-              (unsigned long long)faulted);
-        CHECK(faulted >= idle_faults && faulted < 2 * idle_faults,
-              "12000 B: a cache went back after the thread took %llu faults, not %llu",
-              (unsigned long long)faulted, (unsigned long long)idle_faults);
-    } else {
-        /* Before Linux 6.17 faults tell nothing (thread_heap.c). */
-        grow_small(FAULTS_DECAY_MS / HAK_IDLE_FAULT_DECAY_MS / GROWN_ROUND_PAGES + 4,
-                   HAK_NUM_CLASSES, 9000);
-        uint64_t faulted = hak_os_thread_minor_faults() - faults_before;
-        CHECK(hak_tls.head[idle] != HAK_LIST_END,
-              "12000 B: before Linux 6.17, a cache went back as the thread took %llu faults",
-              (unsigned long long)faulted);
-    }
+    grow_small(GROWN_ROUNDS, idle, 9000);
+    uint64_t faulted = hak_os_thread_minor_faults() - faults_before;
+    CHECK(hak_tls.head[idle] == HAK_LIST_END,
+          "12000 B: a cache idle while the thread took %llu faults kept its blocks",
+          (unsigned long long)faulted);
+    CHECK(faulted >= idle_faults && faulted < 2 * idle_faults,
+          "12000 B: a cache went back after the thread took %llu faults, not %llu",
+          (unsigned long long)faulted, (unsigned long long)idle_faults);
     CHECK(hak_tls.heap->limit[busy] > first_limit[busy],
           "9000 B: a class malloc kept using lost its grown cache to the thread's faults");
 
@@ -421,7 +411,7 @@ static void *growth_body(void *arg)
     hak_hot_span_release_all(hak_tls.heap->node); /* the spans of the steps before */
     faults_before = hak_os_thread_minor_faults();
     grow_small(GROWN_ROUNDS, idle, 9000);
-    uint64_t faulted = hak_os_thread_minor_faults() - faults_before;
+    faulted = hak_os_thread_minor_faults() - faults_before;
     CHECK(hak_tls.head[idle] == HAK_LIST_END, "12000 B: the idle cache kept its blocks");
     CHECK(faulted < STALE_MS * HAK_HOT_SPAN_STALE_FRACTION / HAK_IDLE_FAULT_DECAY_MS,
           "12000 B: a cache idle past a sixty-fourth of the decay went back only after the "

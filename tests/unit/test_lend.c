@@ -6,9 +6,9 @@
  * lends part of its pages lends its last ones and keeps the others for the
  * next span; a chunk that took lent pages is unmapped once wholly free.
  * calloc zeroes the lent pages of a span and leaves its fresh ones alone.
- * From Linux 6.17 a spare lends as soon as it is one, and one given back
- * just now that keeps pages after a lend stays a spare, unless the kernel
- * refused it.
+ * A spare lends as soon as it is one (in the SuperSlab region), and one
+ * given back just now that keeps pages after a lend stays a spare, unless
+ * the kernel refused it.
  * A process with locked memory lends none.
  * The other way, a fresh SuperSlab takes a stale hot span's last pages,
  * and once retired, its slabs are one mapping again; spans discarded over
@@ -16,7 +16,10 @@
  * Where the kernel refuses (this program's mremap plays one before Linux
  * 6.17 and one before 5.7, refusing_mremap.h), the span is fresh memory
  * and the spares go back as before; after the second, no move is tried
- * again. */
+ * again.
+ * Pages move on as often as they come, both ways, on any kernel: built as
+ * test_lend_old_kernel, the whole program runs as on Linux 6.1, whose
+ * mremap refuses a move over several mappings, and no lend is refused. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -32,6 +35,9 @@
 #include "refusing_mremap.h"
 #include "stats.h"
 #include "unit.h"
+
+/* What mremap refuses outside the tests that make it refuse more. */
+static bool (*kernel_refuses)(const void *source, size_t size);
 
 enum { STALE_MS = 200, SLAB_PAGES = HAK_SLAB_SIZE / HAK_PAGE_SIZE, BLOCK = 64 };
 #define SLABS_PER_SS (HAK_SLABS_PER_SUPERSLAB - HAK_SUPERSLAB_HEADER_SLABS)
@@ -172,9 +178,9 @@ static void test_span_takes_spare_pages(void)
     CHECK(span->touched_pages == LENDERS * SLAB_PAGES,
           "a span of lent pages counts %u pages touched (calloc zeroes those)",
           span->touched_pages);
-    CHECK(((const struct hak_arena_chunk *)span->chunk)->lent_ranges == 1,
+    CHECK(((const struct hak_arena_chunk *)span->chunk)->mappings.lent_ranges == 1,
           "slabs side by side, all their pages touched, took %u moves, not one",
-          ((const struct hak_arena_chunk *)span->chunk)->lent_ranges);
+          ((const struct hak_arena_chunk *)span->chunk)->mappings.lent_ranges);
     CHECK(pages_resident(span->start, LENDERS * SLAB_PAGES),
           "the span's pages were not resident before it was read");
     bool clean = true;
@@ -251,7 +257,7 @@ static void test_young_spare_lends(void)
     unsigned refused = mremap_refusals;
     struct hak_slab *third = arena_span(PART);
     struct hak_slab *fourth = arena_span(PART);
-    mremap_refused = NULL;
+    mremap_refused = kernel_refuses;
     CHECK(mremap_refusals == refused + 1,
           "a young spare whose move the kernel refused was tried %u times, not once",
           mremap_refusals - refused);
@@ -300,7 +306,7 @@ static void test_kernel_refuses(void)
     struct hak_slab *span = arena_span(SLAB_PAGES);
     CHECK(mremap_refusals == refused, "a lend was tried again after the kernel refused the flag");
     hak_page_arena_free(span);
-    mremap_refused = NULL;
+    mremap_refused = kernel_refuses;
 }
 
 /* calloc of an L25 block on a span of its own zeroes the pages lent to it,
@@ -529,8 +535,96 @@ static void test_discards_over_budget_wait_for_a_lend(void)
     hak_options.hot_bytes = budget;
 }
 
+/* A page's first word, which tells it from the others of a test. */
+static uint64_t page_tag(unsigned page)
+{
+    return 0x7A6000000000ull + page;
+}
+
+/* Whether the pages pages at start hold those tagged 0 to pages - 1, each
+ * once, resident before they were read. */
+static bool holds_tagged_pages(const char *start, unsigned pages)
+{
+    static bool seen[4 * HAK_SUPERSLAB_PAGES];
+    memset(seen, 0, pages);
+    if (!pages_resident(start, pages))
+        return false;
+    for (unsigned p = 0; p < pages; p++) {
+        uint64_t tag = *(const uint64_t *)(start + (size_t)p * HAK_PAGE_SIZE) - page_tag(0);
+        if (tag >= pages || seen[tag])
+            return false;
+        seen[tag] = true;
+    }
+    return true;
+}
+
+/* A stale hot span of pages pages, its pages tagged from first on. */
+static struct hak_slab *stale_span_tagged(uint32_t pages, unsigned first)
+{
+    struct hak_slab *span = arena_span(pages);
+    for (uint32_t p = 0; p < pages; p++)
+        *(uint64_t *)(span->start + (size_t)p * HAK_PAGE_SIZE) = page_tag(first + p);
+    span->kind = HAK_SLAB_MID;
+    span->touched_pages = pages;
+    hak_hot_span_put(span);
+    return span;
+}
+
+/* Pages go from spans to a SuperSlab, back to a span, and on to a
+ * SuperSlab again, every time all of them, with no move refused: two
+ * stale spans lend to a fresh SuperSlab, whose first slabs are then two
+ * kernel mappings, side by side; stale as a spare, it lends those slabs to
+ * one span, which is then two mappings in its chunk; that span, stale,
+ * lends to a SuperSlab again.  Before Linux 6.17, the kernel this program
+ * may play, each container's mappings move one at a time (mappings.h). */
+static void test_pages_move_back_and_forth(void)
+{
+    enum { FIRST = 24, SECOND = 40, PAGES = FIRST + SECOND, ROUNDS = 3 };
+    hak_hot_span_release_all(0);
+    hak_shared_pool_release(0);
+    unsigned refused = mremap_refusals;
+    struct hak_slab *first = stale_span_tagged(FIRST, 0);
+    struct hak_slab *apart = arena_span(1); /* no merge of the two */
+    stale_span_tagged(SECOND, FIRST);
+    (void)first;
+    unit_sleep_ms(2 * STALE_MS);
+    for (unsigned round = 0; round < ROUNDS; round++) {
+        uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+        take_whole_superslab();
+        CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == (uint64_t)PAGES * HAK_PAGE_SIZE &&
+                  holds_tagged_pages(whole[0]->start, PAGES),
+              "round %u: a fresh SuperSlab took %llu bytes of stale spans', not their %d pages, "
+              "or not those pages",
+              round, (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), PAGES);
+        /* Slabs that carved no blocks: a lend clears no free-list words. */
+        for (unsigned i = 0; i < SLABS_PER_SS; i++) {
+            whole[i]->block_size = 0;
+            hak_shared_pool_give(whole[i]);
+        }
+        unit_sleep_ms(2 * STALE_MS);
+        lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+        struct hak_slab *span = arena_span(PAGES);
+        CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == (uint64_t)PAGES * HAK_PAGE_SIZE &&
+                  holds_tagged_pages(span->start, PAGES),
+              "round %u: a span took %llu bytes of the stale spare's, not its %d pages, or not "
+              "those pages",
+              round, (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), PAGES);
+        span->kind = HAK_SLAB_MID;
+        hak_hot_span_put(span);
+        unit_sleep_ms(2 * STALE_MS);
+    }
+    CHECK(mremap_refusals == refused, "%u moves of pages were refused", mremap_refusals - refused);
+    hak_page_arena_free(apart);
+    hak_hot_span_release_all(0);
+    hak_shared_pool_release(0);
+}
+
 int main(void)
 {
+#ifdef TEST_LEND_OLD_KERNEL
+    play_linux_6_1();
+#endif
+    kernel_refuses = mremap_refused;
     unit_watchdog();
     setvbuf(stdout, NULL, _IONBF, 0);
     free(malloc(1)); /* hak_init: the link keys */
@@ -540,14 +634,18 @@ int main(void)
     test_span_takes_spare_pages();
     if (hak_superslab_region_exists()) { /* else a spare that lent part of its pages leaves */
         test_slab_lends_its_last_pages();
-        if (hak_os_moves_over_mappings()) /* else only stale spares lend */
-            test_young_spare_lends();
+        test_young_spare_lends();
     }
     test_calloc_of_lent_span();
     test_locked_memory_lends_nothing();
     test_superslab_takes_span_pages();
     test_merged_span_lends_every_resident_page();
     test_discards_over_budget_wait_for_a_lend();
+    test_pages_move_back_and_forth();
     test_kernel_refuses();
+#ifdef TEST_LEND_OLD_KERNEL
+    return test_result("test_lend_old_kernel");
+#else
     return test_result("test_lend");
+#endif
 }

@@ -11,73 +11,14 @@
  * whose pages were moved over a new mapping is two mappings and must not
  * be, and the grown block is whole.  The release parser is checked against a few releases.
  * The program asks the kernel for no huge pages (sizes stay as asked). */
-#include <fcntl.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/utsname.h>
 
 #include "os.h"
 #include "refusing_mremap.h"
 #include "unit.h"
-
-int uname(struct utsname *name)
-{
-    memset(name, 0, sizeof(*name));
-    strcpy(name->sysname, "Linux");
-    strcpy(name->release, "6.1.0-test");
-    return 0;
-}
-
-/* /proc/self/maps, read with no allocation (mremap runs inside malloc). */
-static char maps_text[1 << 18];
-
-static unsigned long parse_hex(const char **text)
-{
-    unsigned long value = 0;
-    for (;; (*text)++) {
-        char c = **text;
-        unsigned digit = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
-                         : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
-                                                : 16;
-        if (digit == 16)
-            return value;
-        value = value * 16 + digit;
-    }
-}
-
-/* Whether [start, start + size) lies within one line of /proc/self/maps. */
-static bool within_one_mapping(uintptr_t start, size_t size)
-{
-    int fd = open("/proc/self/maps", O_RDONLY);
-    if (fd < 0)
-        return true;
-    size_t length = 0;
-    ssize_t got;
-    while (length < sizeof(maps_text) - 1 &&
-           (got = read(fd, maps_text + length, sizeof(maps_text) - 1 - length)) > 0)
-        length += (size_t)got;
-    close(fd);
-    maps_text[length] = '\0';
-    for (const char *line = maps_text; *line;) {
-        unsigned long low = parse_hex(&line);
-        line++; /* '-' */
-        unsigned long high = parse_hex(&line);
-        if (low <= start && start < high)
-            return start + size <= high;
-        line = strchr(line, '\n');
-        if (!line)
-            break;
-        line++;
-    }
-    return false;
-}
-
-static bool over_several_mappings(const void *source, size_t size)
-{
-    return !within_one_mapping((uintptr_t)source, size);
-}
 
 static void test_release_parser(void)
 {
@@ -186,12 +127,12 @@ static void test_no_move_of_two_mappings(void)
 int main(int argc, char **argv)
 {
     (void)argc;
+    play_linux_6_1();
     unit_watchdog();
     /* Kept across the exec of rerun_with. */
     if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0)
         hard_error("prctl(PR_SET_THP_DISABLE) failed");
     rerun_with("HAKMEM_HUGE_PAGES", "0", argv);
-    mremap_refused = over_several_mappings;
     test_release_parser();
     test_move_of_one_mapping();
     test_no_move_of_two_mappings();

@@ -1,0 +1,35 @@
+/* Pages moved between SuperSlabs and arena chunks one kernel mapping at a
+ * time: a range moved in (hak_os_lend) lands as a mapping of its own, and
+ * Linux before 6.17 refuses to move a range over several (after it
+ * unmapped the destination).  Each container keeps where its mappings may
+ * start (struct hak_mappings), so that its pages can move on from there
+ * as often as they come in, on any kernel: before, a SuperSlab that took
+ * a hot span's pages could not lend them to a span again, nor a chunk
+ * whose spans took a spare's pages lend to a SuperSlab, and memory moved
+ * from one phase of a program to the next one way only. */
+#ifndef HAK_MAPPINGS_H
+#define HAK_MAPPINGS_H
+
+#include "../internal.h"
+#include "../os.h"
+
+/* m's container was mapped anew or is unmapped: one mapping, or none,
+ * its ranges forgotten (hak_os_forget_lent).  Nobody lends into it. */
+void hak_mappings_reset(struct hak_mappings *m);
+
+/* Moves the size bytes at src, in the container at from_base whose
+ * mappings from tells, to dst in the one at to_base: one of from's
+ * mappings at a time where the kernel moves over no more
+ * (hak_os_moves_over_mappings), src's last ones first, each to dst's first
+ * bytes not yet moved to, so that what moved is always a suffix of src
+ * and a prefix of dst, *moved bytes long.  *dst_used counts a failed
+ * move's bytes too (dst may hold some of its pages, and is bound to node
+ * again), src counting them still.  to counts each range and where it
+ * starts and ends.  HAK_LENT when all moved; else the result of the move
+ * that stopped it (os.h). */
+enum hak_lend_result hak_mappings_lend(const struct hak_mappings *from, const char *from_base,
+                                       char *src, size_t size, struct hak_mappings *to,
+                                       const char *to_base, char *dst, unsigned node, size_t *moved,
+                                       size_t *dst_used);
+
+#endif
