@@ -710,9 +710,11 @@ enum hak_lend_result hak_os_lend(void *src, size_t size, void *dst)
         hak_stat_add(HAK_STAT_LENT_BYTES, size);
     } else if (errno == EINVAL || errno == EPERM || errno == ENOSYS) { /* or a seccomp filter */
         atomic_store_explicit(&lend_unsupported, true, memory_order_relaxed);
+        hak_stat_add(HAK_STAT_LEND_FAILURES, 1);
         result = HAK_LEND_REFUSED;
     } else {
         map_holes(dst, size);
+        hak_stat_add(HAK_STAT_LEND_FAILURES, 1);
         result = HAK_LEND_FAILED;
     }
     if (result != HAK_LEND_REFUSED)

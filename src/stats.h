@@ -11,7 +11,8 @@ enum hak_stat {
     HAK_STAT_MAPPED_BYTES,
     HAK_STAT_UNMAPPED_BYTES,
     HAK_STAT_DECOMMITTED_BYTES,
-    HAK_STAT_LENT_BYTES, /* resident pages moved to fresh memory of another backend */
+    HAK_STAT_LENT_BYTES,    /* resident pages moved to fresh memory of another backend */
+    HAK_STAT_LEND_FAILURES, /* moves of those the kernel refused or failed */
     HAK_STAT_SUPERSLABS,
     HAK_STAT_ARENA_CHUNKS,
     HAK_STAT_LARGE_ALLOCS,

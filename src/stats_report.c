@@ -21,6 +21,7 @@ static const char *const counter_names[HAK_STAT_COUNT] = {
     [HAK_STAT_UNMAPPED_BYTES] = "unmapped_bytes",
     [HAK_STAT_DECOMMITTED_BYTES] = "decommitted_bytes",
     [HAK_STAT_LENT_BYTES] = "lent_bytes",
+    [HAK_STAT_LEND_FAILURES] = "lend_failures",
     [HAK_STAT_SUPERSLABS] = "superslabs_created",
     [HAK_STAT_ARENA_CHUNKS] = "arena_chunks_created",
     [HAK_STAT_LARGE_ALLOCS] = "large_allocs",

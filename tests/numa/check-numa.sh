@@ -48,7 +48,7 @@ for shape in $shapes; do
     fi
 done
 set -- --carry "$suite_dir"
-for program in numa_smoke numa_home large_churn; do
+for program in numa_smoke numa_home large_churn phase_churn; do
     if [ ! -x "$builddir/tests/numa/$program" ]; then
         echo "check-numa: $builddir/tests/numa/$program is not built" >&2
         exit 2

@@ -1,10 +1,11 @@
 # The NUMA suite runs in QEMU guests with emulated nodes (tools/numa-vm), one
 # boot per machine shape, so it has its own target rather than joining `make
 # check`: `make check-numa`.  Its tests are the guest_*.sh scripts that
-# tests/numa/run-suite.sh finds; numa_smoke, numa_home and large_churn link
-# only the C library, so that the malloc they exercise is whichever LD_PRELOAD names
+# tests/numa/run-suite.sh finds; numa_smoke, numa_home, large_churn and
+# phase_churn link only the C library, so that the malloc they exercise is whichever LD_PRELOAD names
 # (numa_home finds hakmem's API with dlsym).
-check_PROGRAMS += tests/numa/numa_smoke tests/numa/numa_home tests/numa/large_churn
+check_PROGRAMS += tests/numa/numa_smoke tests/numa/numa_home tests/numa/large_churn \
+	tests/numa/phase_churn
 tests_numa_numa_smoke_SOURCES = tests/numa/numa_smoke.c tests/numa/numa_util.h
 tests_numa_numa_smoke_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS)
 tests_numa_numa_smoke_LDADD = $(PTHREAD_LIBS)
@@ -12,6 +13,7 @@ tests_numa_numa_home_SOURCES = tests/numa/numa_home.c tests/numa/numa_util.h
 tests_numa_numa_home_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS)
 tests_numa_numa_home_LDADD = $(PTHREAD_LIBS)
 tests_numa_large_churn_SOURCES = tests/numa/large_churn.c
+tests_numa_phase_churn_SOURCES = tests/numa/phase_churn.c
 
 NUMA_GUEST_TESTS = \
 	tests/numa/guest_cpuset.sh \
@@ -19,6 +21,7 @@ NUMA_GUEST_TESTS = \
 	tests/numa/guest_first_touch.sh \
 	tests/numa/guest_hakmem_numactl.sh \
 	tests/numa/guest_large_churn.sh \
+	tests/numa/guest_lend.sh \
 	tests/numa/guest_membind.sh \
 	tests/numa/guest_migrate.sh \
 	tests/numa/guest_migrate_libnuma.sh \
