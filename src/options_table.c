@@ -52,11 +52,11 @@ const struct hak_option hak_option_table[] = {
      "resident before it goes back to the kernel; a freed span idle for a sixty-fourth of it lends "
      "its pages to the node's next fresh SuperSlab (moved, not faulted in again) or goes back "
      "as the node takes fresh memory for small or large blocks, and an empty SuperSlab lends its "
-     "pages to the node's next fresh Mid or L25 spans (before Linux 6.17 once idle that long), "
-     "or goes back once idle that long as the node takes fresh memory for those or large "
-     "blocks; a thread that keeps allocating gives back the cache of a size it has not allocated "
-     "for one to two times this long, or for a sixty-fourth of it, or (from Linux 6.17) while it "
-     "took one minor page fault for each 20 ms of it (250 at 5 s); those two as it takes a slab "
+     "pages to the node's next fresh Mid or L25 spans, or goes back once idle that long as the "
+     "node takes fresh memory for those or large blocks; a thread that keeps allocating gives "
+     "back the cache of a size it has not allocated for one to two times this long, or for a "
+     "sixty-fourth of it, or while it took one minor page fault for each 20 ms of it (250 at "
+     "5 s); those two as it takes a slab "
      "for another size from its node (the spans its blocks leave empty then count as idle that "
      "long)",
      NULL},
