@@ -266,13 +266,16 @@ _Static_assert(offsetof(struct hak_slab, free) == HAK_CACHE_LINE, "read-mostly f
  * is mapped: each range of pages moved in (hak_os_lend) lands as a
  * mapping of its own, and Linux before 6.17 moves no range that lies over
  * several, so that pages move out of it one mapping at a time
- * (arena/mappings.h).  Written with atomic ORs and adds: threads lend
- * into different spans of one chunk at once. */
+ * (arena/mappings.h).  Written with atomic ORs, ANDs and adds, as
+ * threads lend into different spans of one chunk at once, but when the
+ * container is mapped anew, which no other thread then holds. */
 struct hak_mappings {
     uint32_t lent_ranges; /* moved in since it was mapped */
+    bool move_failed;     /* a move out of it failed since it was mapped */
     /* Bit p: page p may start a mapping, a range moved in having started
-     * or ended there; one the kernel merged with its neighbour keeps its
-     * bit, which costs a move more, not a refusal. */
+     * or ended there, and none moved over it since; one the kernel merged
+     * with its neighbour keeps its bit, which costs a move more, not a
+     * refusal. */
     uint64_t starts[HAK_ARENA_PAGES / 64];
 };
 

@@ -662,10 +662,12 @@ void hak_hot_span_release_stale(unsigned node)
 #define MAX_LENT_SPANS_BY_CALL 8
 
 /* Whether span's pages may move: not out of a chunk advised huge pages,
- * whose huge pages a move would break up. */
+ * whose huge pages a move would break up, nor out of one a move failed
+ * out of (mappings.h). */
 static bool lendable(const struct hak_slab *span)
 {
-    return !((const struct hak_arena_chunk *)span->chunk)->huge_pages;
+    const struct hak_arena_chunk *chunk = (const struct hak_arena_chunk *)span->chunk;
+    return !chunk->huge_pages && hak_mappings_known(&chunk->mappings);
 }
 
 /* span, which a lend took out of box, back as the oldest, as it was. */
@@ -682,23 +684,23 @@ static void put_back_oldest(struct hot_span_box *box, struct hak_slab *span)
 
 /* The last of span's touched pages, up to room bytes, moved to dst in the
  * container whose mappings to are (at to_base), the others staying a
- * prefix; returns the bytes of dst taken.  A move the kernel refused sets
- * *refused, a failed one's bytes counted taken and still the span's (some
- * may be left: mappings.h). */
-static size_t lend_tail(struct hak_slab *span, char *dst, size_t room, struct hak_mappings *to,
-                        const char *to_base, bool *refused)
+ * prefix; *taken: the bytes of dst taken, a failed move's counted and
+ * still the span's (some may be left: mappings.h). */
+static enum hak_lend_result lend_tail(struct hak_slab *span, char *dst, size_t room,
+                                      struct hak_mappings *to, const char *to_base, size_t *taken)
 {
     size_t touched = (size_t)span->touched_pages * HAK_PAGE_SIZE;
     size_t piece = touched < room ? touched : room;
+    *taken = 0;
     if (!piece)
-        return 0;
-    const struct hak_arena_chunk *chunk = (const struct hak_arena_chunk *)span->chunk;
-    size_t moved, taken;
-    if (hak_mappings_lend(&chunk->mappings, (const char *)chunk, span->start + touched - piece,
-                          piece, to, to_base, dst, span->node, &moved, &taken) != HAK_LENT)
-        *refused = true;
+        return HAK_LENT;
+    struct hak_arena_chunk *chunk = (struct hak_arena_chunk *)span->chunk;
+    size_t moved;
+    enum hak_lend_result result =
+        hak_mappings_lend(&chunk->mappings, (const char *)chunk, span->start + touched - piece,
+                          piece, to, to_base, dst, span->node, &moved, taken);
     span->touched_pages -= (uint32_t)(moved / HAK_PAGE_SIZE);
-    return taken;
+    return result;
 }
 
 /* span, out of the box, less its pages past the touched ones, which go
@@ -755,8 +757,17 @@ size_t hak_hot_span_lend(unsigned node, char *dst, size_t size, struct hak_mappi
             __atomic_store_n(&span->kind, HAK_SLAB_INVALID, __ATOMIC_RELAXED);
             note_longest(box);
             pthread_mutex_unlock(lock_of(box));
-            lent += lend_tail(span, dst + lent, size - lent, to, to_base, &refused);
-            if (span->touched_pages) {
+            size_t taken;
+            enum hak_lend_result result =
+                lend_tail(span, dst + lent, size - lent, to, to_base, &taken);
+            lent += taken;
+            refused = result != HAK_LENT;
+            if (result == HAK_LEND_FAILED) {
+                /* Its chunk lends no more (lendable): decommitted, rather
+                 * than be the oldest that every lend stops at. */
+                span->next = NULL;
+                release(span);
+            } else if (span->touched_pages) {
                 give_back_untouched(span);
                 put_back_oldest(box, span);
             } else {

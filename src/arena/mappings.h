@@ -13,9 +13,13 @@
 #include "../internal.h"
 #include "../os.h"
 
-/* m's container was mapped anew or is unmapped: one mapping, or none,
- * its ranges forgotten (hak_os_forget_lent).  Nobody lends into it. */
-void hak_mappings_reset(struct hak_mappings *m);
+/* m's container was mapped anew: one mapping, its ranges forgotten
+ * (hak_os_forget_lent).  Nobody lends into it or out of it meanwhile. */
+void hak_mappings_map_anew(struct hak_mappings *m);
+/* Whether pages may move out of m's container: no move out of it failed
+ * since it was mapped, which may have been at a mapping the bits do not
+ * know of, and would fail again. */
+bool hak_mappings_known(const struct hak_mappings *m);
 
 /* Moves the size bytes at src, in the container at from_base whose
  * mappings from tells, to dst in the one at to_base: one of from's
@@ -24,12 +28,12 @@ void hak_mappings_reset(struct hak_mappings *m);
  * bytes not yet moved to, so that what moved is always a suffix of src
  * and a prefix of dst, *moved bytes long.  *dst_used counts a failed
  * move's bytes too (dst may hold some of its pages, and is bound to node
- * again), src counting them still.  to counts each range and where it
- * starts and ends.  HAK_LENT when all moved; else the result of the move
- * that stopped it (os.h). */
-enum hak_lend_result hak_mappings_lend(const struct hak_mappings *from, const char *from_base,
-                                       char *src, size_t size, struct hak_mappings *to,
-                                       const char *to_base, char *dst, unsigned node, size_t *moved,
-                                       size_t *dst_used);
+ * again), src counting them still, and from moves no more pages
+ * (hak_mappings_known).  to counts each range and where it starts and
+ * ends.  HAK_LENT when all moved; else the result of the move that
+ * stopped it (os.h). */
+enum hak_lend_result hak_mappings_lend(struct hak_mappings *from, const char *from_base, char *src,
+                                       size_t size, struct hak_mappings *to, const char *to_base,
+                                       char *dst, unsigned node, size_t *moved, size_t *dst_used);
 
 #endif

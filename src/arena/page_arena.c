@@ -9,7 +9,6 @@
 #include "../options.h"
 #include "../os.h"
 #include "../stats.h"
-#include "mappings.h"
 #include "meta.h"
 #include "page_map.h"
 #include "shared_pool.h"
@@ -313,7 +312,7 @@ static void unmap_chunk(struct hak_slab *span)
     hak_span_desc_free(span);
     hak_stat_node_map(chunk->head.node, -(int64_t)HAK_ARENA_CHUNK_SIZE);
     hak_page_map_clear(chunk, HAK_ARENA_CHUNK_SIZE);
-    hak_mappings_reset(&chunk->mappings);
+    hak_os_forget_lent(chunk->mappings.lent_ranges);
     hak_os_unmap(chunk, HAK_ARENA_CHUNK_SIZE);
 }
 

@@ -202,7 +202,7 @@ static size_t map_slabs_anew(struct hak_superslab *ss)
         return decommit_free_slabs(ss);
     for (unsigned i = HAK_SUPERSLAB_HEADER_SLABS; i < HAK_SLABS_PER_SUPERSLAB; i++)
         ss->slabs[i].touched_pages = 0;
-    hak_mappings_reset(&ss->mappings);
+    hak_mappings_map_anew(&ss->mappings);
     return bytes;
 }
 

@@ -8,7 +8,6 @@
 #include "../numa/node.h"
 #include "../os.h"
 #include "../stats.h"
-#include "mappings.h"
 #include "page_map.h"
 
 struct hak_superslab_region hak_superslab_region HAK_START_UP = {.base = HAK_REGION_UNSET};
@@ -155,7 +154,7 @@ void hak_superslab_destroy(struct hak_superslab *ss)
 {
     hak_stat_node_map(ss->head.node, -(int64_t)HAK_SUPERSLAB_SIZE);
     hak_page_map_clear(ss, HAK_SUPERSLAB_SIZE);
-    hak_mappings_reset(&ss->mappings);
+    hak_os_forget_lent(ss->mappings.lent_ranges);
     hak_os_unmap(ss, HAK_SUPERSLAB_SIZE);
 }
 

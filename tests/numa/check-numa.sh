@@ -55,6 +55,12 @@ for program in numa_smoke numa_home large_churn phase_churn; do
     fi
     set -- "$@" --carry "$builddir/tests/numa/$program"
 done
+# guest_lend.sh runs the lending unit test on the guest's kernel.
+if [ ! -x "$builddir/tests/unit/test_lend" ]; then
+    echo "check-numa: $builddir/tests/unit/test_lend is not built" >&2
+    exit 2
+fi
+set -- "$@" --carry "$builddir/tests/unit/test_lend"
 # guest_topology.sh reads HAKMEM_STATS's report of a process that loads the
 # topology.
 if [ ! -x "$builddir/tests/hwloc_probe" ]; then

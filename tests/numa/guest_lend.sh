@@ -1,12 +1,14 @@
 #!/bin/sh
-# The pages one phase of a program freed move to the next phase's slabs and
-# spans, both ways, round after round, on the guest's kernel (Debian's,
-# which refuses to move a range over several of its mappings, after it
-# unmapped the destination): phase_churn.c, on one node's CPUs, in small
-# pages, every freed span and spare SuperSlab stale after 100 ms, as the
-# pause between two phases has them.  No move may fail, and more than
-# three phases' worth must move (five could): lending one way only, as
-# hakmem did on such kernels before c2cad5a, moved about one.
+# Pages move between SuperSlabs and arena chunks on the guest's kernel
+# (Debian's, which refuses to move a range over several of its mappings,
+# after it unmapped the destination), one mapping at a time:
+# - phase_churn.c runs phases of small and of 1-4 KiB blocks in turn, in
+#   small pages, and every block keeps its bytes; no move of pages fails;
+# - in one shape (the kernel is the same in all), the lending unit test,
+#   whose pages go from spans to a SuperSlab, to a span and on to a
+#   SuperSlab again, all of them every time, on this kernel's own mremap.
+# How much moves in phase_churn is not checked: it hangs on the clock (what
+# is stale, what idles), which a guest under emulation keeps loosely.
 if [ ! -f "${HAKMEM_LIB:-}" ]; then
     echo "SKIP: hakmem is not built (no ${HAKMEM_LIB:-libhakmem.so})"
     exit 77
@@ -21,19 +23,21 @@ if [ $status -ne 0 ]; then
     echo "FAIL: phase_churn exited with $status"
     exit 1
 fi
-lent=$(echo "$out" | awk '$1 == "lent_bytes" { print $2 }')
 failures=$(echo "$out" | awk '$1 == "lend_failures" { print $2 }')
-if [ -z "$lent" ] || [ -z "$failures" ]; then
-    echo "FAIL: no lent_bytes or lend_failures in hakmem's statistics"
+if [ "${failures:-missing}" != 0 ]; then
+    echo "FAIL: the kernel refused or failed ${failures:-some (no count)} moves of pages"
     exit 1
 fi
-if [ "$failures" -ne 0 ]; then
-    echo "FAIL: the kernel refused or failed $failures moves of pages"
+if [ "${NUMA_VM_SHAPE:-}" != pkg-per-node-2 ]; then
+    echo "PASS: phase_churn (the unit test runs in shape pkg-per-node-2)"
+    exit 0
+fi
+# The unit test takes node 0's SuperSlabs and spans.
+unit=$(numactl --cpunodebind=0 "$NUMA_BUILDDIR/tests/unit/test_lend" 2>&1)
+status=$?
+echo "$unit" | grep -E '^(FAIL|test_lend)'
+if [ $status -ne 0 ]; then
+    echo "FAIL: tests/unit/test_lend exited with $status"
     exit 1
 fi
-phase_bytes=$((16 * 1024 * 1024))
-if [ "$lent" -le $((3 * phase_bytes)) ]; then
-    echo "FAIL: $lent bytes moved between phases, not more than three phases' ($((3 * phase_bytes)))"
-    exit 1
-fi
-echo "PASS: $lent bytes moved between phases, no move failed"
+echo "PASS: phase_churn and tests/unit/test_lend"

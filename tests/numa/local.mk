@@ -47,7 +47,8 @@ NUMA_SHAPES = pkg-per-node-2 snc-2 pkgs-2-per-node smt cxl no-hwloc uneven spars
 	8-nodes
 NUMA_GUEST_TIMEOUT = 300
 
-check-numa: tests/numa/numa_smoke tests/numa/numa_home tests/hwloc_probe $(lib_LTLIBRARIES)
+check-numa: tests/numa/numa_smoke tests/numa/numa_home tests/numa/large_churn \
+	tests/numa/phase_churn tests/unit/test_lend tests/hwloc_probe $(lib_LTLIBRARIES)
 	$(SHELL) $(srcdir)/tests/numa/check-numa.sh --builddir "$(abs_top_builddir)" \
 	    --shapes "$(NUMA_SHAPES)" --timeout "$(NUMA_GUEST_TIMEOUT)" \
 	    --hakmem-lib "$(abs_top_builddir)/src/.libs/libhakmem.so" \

@@ -311,7 +311,7 @@ static void *body(void *arg)
 /* 64 B blocks held until the end: fresh slabs, a quarter MiB a round
  * (GROWN_ROUND_PAGES); GROWTH_UNDER_MIN_ROUNDS of them take fewer faults
  * than any decay below makes idle. */
-enum { GROWN_ROUNDS = 64, GROWN_BLOCKS = 4096, GROWTH_UNDER_MIN_ROUNDS = 2 };
+enum { GROWN_ROUNDS = 128, GROWN_BLOCKS = 4096, GROWTH_UNDER_MIN_ROUNDS = 2 };
 #define GROWN_ROUND_PAGES (GROWN_BLOCKS * 64 / HAK_PAGE_SIZE)
 static void *grown[GROWN_ROUNDS][GROWN_BLOCKS];
 static unsigned grown_rounds;
@@ -384,11 +384,35 @@ static void *growth_body(void *arg)
     CHECK(hak_tls.head[idle] != HAK_LIST_END,
           "12000 B: a cache idle for less than a sixty-fourth of the decay emptied");
 
+    /* Where no pages can move (a process with locked memory, here, or a
+     * kernel before 5.7), faults tell nothing: the spans a release empties
+     * could not lend theirs to the SuperSlabs the growth takes.  The look
+     * at the locked memory stands for a second; nothing idles by the clock
+     * meanwhile. */
+    uint64_t idle_faults = FAULTS_DECAY_MS / HAK_IDLE_FAULT_DECAY_MS;
+    static char locked_page[4096] __attribute__((aligned(4096)));
+    if (mlock(locked_page, sizeof(locked_page)) == 0) {
+        hak_options.decay_ms = NEVER_STALE_MS;
+        unit_sleep_ms(1100);
+        hak_options.decay_ms = FAULTS_DECAY_MS;
+        free(unit_malloc(12000));
+        uint64_t faults_before = hak_os_thread_minor_faults();
+        grow_small(idle_faults / GROWN_ROUND_PAGES + 8, HAK_NUM_CLASSES, 9000);
+        uint64_t faulted = hak_os_thread_minor_faults() - faults_before;
+        CHECK(faulted >= idle_faults && hak_tls.head[idle] != HAK_LIST_END,
+              "12000 B: with locked memory, a cache went back as the thread took %llu faults",
+              (unsigned long long)faulted);
+        munlock(locked_page, sizeof(locked_page));
+        hak_options.decay_ms = NEVER_STALE_MS;
+        unit_sleep_ms(1100);
+    } else {
+        printf("mlock refused (%s): the locked-memory step is skipped\n", strerror(errno));
+    }
+
     /* Idle while the thread takes its idle faults, young by the clock,
      * beside a class malloc keeps using: gone at a look after them (once
      * a millisecond at most), not before. */
     hak_options.decay_ms = FAULTS_DECAY_MS;
-    uint64_t idle_faults = FAULTS_DECAY_MS / HAK_IDLE_FAULT_DECAY_MS;
     free(unit_malloc(12000)); /* its last malloc, before the heap's next look */
     uint64_t faults_before = hak_os_thread_minor_faults();
     grow_small(GROWN_ROUNDS, idle, 9000);

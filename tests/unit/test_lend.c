@@ -22,6 +22,7 @@
  * mremap refuses a move over several mappings, and no lend is refused. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 
 #include "arena/hot_span_box.h"
@@ -583,10 +584,9 @@ static void test_pages_move_back_and_forth(void)
     hak_hot_span_release_all(0);
     hak_shared_pool_release(0);
     unsigned refused = mremap_refusals;
-    struct hak_slab *first = stale_span_tagged(FIRST, 0);
+    stale_span_tagged(FIRST, 0);
     struct hak_slab *apart = arena_span(1); /* no merge of the two */
     stale_span_tagged(SECOND, FIRST);
-    (void)first;
     unit_sleep_ms(2 * STALE_MS);
     for (unsigned round = 0; round < ROUNDS; round++) {
         uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
@@ -619,13 +619,117 @@ static void test_pages_move_back_and_forth(void)
     hak_shared_pool_release(0);
 }
 
-int main(void)
+/* A span that took a spare's pages in its front and faulted in the rest
+ * lends them all, two mappings, moved one at a time where the kernel
+ * moves no more: where the lent range ends, a mapping starts. */
+static void test_partly_lent_span_lends_whole(void)
 {
+    enum { LENT = 2 * SLAB_PAGES, PAGES = 2 * LENT };
+    hak_hot_span_release_all(0);
+    leave_stale_spare(2, SLAB_PAGES);
+    unsigned refused = mremap_refusals;
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    struct hak_slab *span = arena_span(PAGES);
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == (uint64_t)LENT * HAK_PAGE_SIZE,
+          "a span took %llu bytes of a stale spare's, not its %d pages",
+          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), LENT);
+    for (unsigned i = 0; i < SLABS_PER_SS; i++)
+        whole[i]->block_size = 0; /* retired, they carve nothing */
+    for (uint32_t p = 0; p < PAGES; p++)
+        *(uint64_t *)(span->start + (size_t)p * HAK_PAGE_SIZE) = page_tag(p);
+    span->kind = HAK_SLAB_MID;
+    span->touched_pages = PAGES;
+    hak_hot_span_put(span);
+    unit_sleep_ms(2 * STALE_MS);
+    lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    take_whole_superslab();
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == (uint64_t)PAGES * HAK_PAGE_SIZE &&
+              holds_tagged_pages(whole[0]->start, PAGES) && mremap_refusals == refused,
+          "a span of %d lent pages and %d faulted in lent %llu bytes to a SuperSlab, %u moves "
+          "refused",
+          LENT, PAGES - LENT, (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent),
+          mremap_refusals - refused);
+    retire_whole_superslab();
+    hak_hot_span_release_all(0);
+}
+
+/* The chunk of the span. */
+static const void *refused_chunk;
+
+static bool refuse_from_chunk(const void *source, size_t size)
+{
+    (void)size;
+    return (uintptr_t)source - (uintptr_t)refused_chunk < HAK_ARENA_CHUNK_SIZE;
+}
+
+/* A move out of a chunk that failed (at a mapping the program made, say)
+ * is not tried again: the span goes back decommitted, not as the oldest
+ * in the box that every lend would stop at, and the chunk's other spans
+ * lend nothing until it is unmapped (the next SuperSlab finds none to
+ * lend, and they go back as stale spans do then). */
+static void test_failed_move_ends_lends_of_its_chunk(void)
+{
+    enum { PAGES = SLAB_PAGES };
+    hak_hot_span_release_all(0);
+    hak_shared_pool_release(0);
+    struct hak_slab *spans[2], *apart[2];
+    for (unsigned i = 0; i < 2; i++) {
+        spans[i] = arena_span(PAGES);
+        apart[i] = arena_span(1); /* no merge in the box */
+        memset(spans[i]->start, (int)i + 1, (size_t)PAGES * HAK_PAGE_SIZE);
+        spans[i]->kind = HAK_SLAB_MID;
+        spans[i]->touched_pages = PAGES;
+    }
+    if (spans[0]->chunk != spans[1]->chunk)
+        hard_error("the arena's two spans are not of one chunk");
+    char *failing = spans[0]->start;
+    refused_chunk = spans[0]->chunk;
+    hak_hot_span_put(spans[0]);
+    hak_hot_span_put(spans[1]);
+    unit_sleep_ms(2 * STALE_MS);
+    mremap_refused = refuse_from_chunk;
+    mremap_refusal = EFAULT;
+    unsigned refused = mremap_refusals;
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    take_whole_superslab();
+    uint64_t spans_held = 0;
+    size_t held = hak_hot_span_retained(0, &spans_held);
+    CHECK(mremap_refusals == refused + 1 && !unit_page_resident(failing) &&
+              held == (size_t)PAGES * HAK_PAGE_SIZE && spans_held == 1,
+          "a span whose move failed: %u moves refused, not one, its first page %s resident, "
+          "the box holds %llu spans, %zu bytes, not the other one",
+          mremap_refusals - refused, unit_page_resident(failing) ? "still" : "not",
+          (unsigned long long)spans_held, held);
+    retire_whole_superslab();
+    take_whole_superslab();
+    mremap_refused = kernel_refuses;
+    CHECK(mremap_refusals == refused + 1 && hak_stat_read(HAK_STAT_LENT_BYTES) == lent &&
+              hak_hot_span_retained(0, &spans_held) == 0,
+          "the chunk a move failed out of lent %llu bytes more (%u moves refused), or kept its "
+          "stale span",
+          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent),
+          mremap_refusals - refused);
+    retire_whole_superslab();
+    hak_page_arena_free(apart[0]);
+    hak_page_arena_free(apart[1]);
+    hak_hot_span_release_all(0);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
 #ifdef TEST_LEND_OLD_KERNEL
     play_linux_6_1();
 #endif
     kernel_refuses = mremap_refused;
     unit_watchdog();
+    /* Residency is checked page by page: no transparent huge page may
+     * fault in a span's untouched neighbours (a host or guest whose THP
+     * is "always"), nor hakmem advise its chunks huge ones.  Kept across
+     * the exec of rerun_with. */
+    if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0)
+        hard_error("prctl(PR_SET_THP_DISABLE) failed");
+    rerun_with("HAKMEM_HUGE_PAGES", "0", argv);
     setvbuf(stdout, NULL, _IONBF, 0);
     free(malloc(1)); /* hak_init: the link keys */
     hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * (uint64_t)STALE_MS;
@@ -642,6 +746,8 @@ int main(void)
     test_merged_span_lends_every_resident_page();
     test_discards_over_budget_wait_for_a_lend();
     test_pages_move_back_and_forth();
+    test_partly_lent_span_lends_whole();
+    test_failed_move_ends_lends_of_its_chunk();
     test_kernel_refuses();
 #ifdef TEST_LEND_OLD_KERNEL
     return test_result("test_lend_old_kernel");
