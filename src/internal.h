@@ -368,6 +368,9 @@ _Static_assert(__builtin_offsetof(struct hak_arena_chunk, page_slab) ==
                    __builtin_offsetof(struct hak_chunk, page_slab),
                "page table offset");
 
+#define HAK_LARGE_MAPPING_STARTS 30
+#define HAK_LARGE_STARTS_UNKNOWN UINT8_MAX
+
 struct hak_large {
     struct hak_chunk_head head;
     size_t offset; /* of the user block from the head */
@@ -377,10 +380,15 @@ struct hak_large {
     size_t touched_pages; /* of the block ever handed out (page telemetry) */
     bool cached;          /* freed, kept mapped for reuse */
     bool reusable;        /* node-bound, head page only: may be cached */
-    /* Made of one kernel mapping, as it was mapped or cut from one: pages
-     * moved in, a neighbour merged or a mapping added after it make it
-     * several, which kernels before 6.17 refuse to move (os.h). */
-    bool one_mapping;
+    /* Where its kernel mappings after the first may start, in pages from
+     * the head, ascending: pages moved in, a neighbour merged or a mapping
+     * added after it start one, and kernels before 6.17 refuse to move a
+     * range over several (os.h), so that its pages move one mapping at a
+     * time (arena/large.c).  HAK_LARGE_STARTS_UNKNOWN: more than there is
+     * room for, or a move was refused (the program may have split it, with
+     * madvise or mbind on part of it): none of its pages move there. */
+    uint8_t mapping_count;
+    uint32_t mapping_starts[HAK_LARGE_MAPPING_STARTS];
 };
 
 /* Per-class telemetry, written by the owning thread only. */

@@ -99,6 +99,78 @@ static void set_size(struct hak_large *large, size_t map_size)
         large->touched_pages = large->usable / HAK_PAGE_SIZE;
 }
 
+/* ---- where a mapping's kernel mappings start (struct hak_large) ---- */
+
+static bool starts_known(const struct hak_large *large)
+{
+    return large->mapping_count != HAK_LARGE_STARTS_UNKNOWN;
+}
+
+static void forget_starts(struct hak_large *large)
+{
+    large->mapping_count = HAK_LARGE_STARTS_UNKNOWN;
+}
+
+/* A kernel mapping of large may start at page (none does at its head). */
+static void add_start(struct hak_large *large, size_t page)
+{
+    unsigned count = large->mapping_count, i = 0;
+    if (!starts_known(large) || page == 0)
+        return;
+    while (i < count && large->mapping_starts[i] < page)
+        i++;
+    if (i < count && large->mapping_starts[i] == page)
+        return;
+    if (count == HAK_LARGE_MAPPING_STARTS) {
+        forget_starts(large);
+        return;
+    }
+    memmove(&large->mapping_starts[i + 1], &large->mapping_starts[i],
+            (count - i) * sizeof(large->mapping_starts[0]));
+    large->mapping_starts[i] = (uint32_t)page;
+    large->mapping_count = (uint8_t)(count + 1);
+}
+
+/* No mapping starts after page first and before end any more (a range
+ * moved over them is one, the pages past end left the mapping). */
+static void drop_starts_between(struct hak_large *large, size_t first, size_t end)
+{
+    if (!starts_known(large))
+        return;
+    unsigned kept = 0;
+    for (unsigned i = 0; i < large->mapping_count; i++) {
+        uint32_t start = large->mapping_starts[i];
+        if (start <= first || start >= end)
+            large->mapping_starts[kept++] = start;
+    }
+    large->mapping_count = (uint8_t)kept;
+}
+
+/* to's mappings from its page at on: from's from page first on. */
+static void add_starts_of(struct hak_large *to, size_t at, const struct hak_large *from,
+                          size_t first)
+{
+    if (!starts_known(from)) {
+        forget_starts(to);
+        return;
+    }
+    add_start(to, at);
+    for (unsigned i = 0; i < from->mapping_count; i++)
+        if (from->mapping_starts[i] > first)
+            add_start(to, at + from->mapping_starts[i] - first);
+}
+
+/* The last page of large after first and before end that may start a
+ * mapping, or first. */
+static size_t last_start_between(const struct hak_large *large, size_t first, size_t end)
+{
+    size_t found = first;
+    for (unsigned i = 0; i < large->mapping_count; i++)
+        if (large->mapping_starts[i] > first && large->mapping_starts[i] < end)
+            found = large->mapping_starts[i];
+    return found;
+}
+
 static void unmap(struct hak_large *large)
 {
     size_t total = large->head.map_size;
@@ -236,10 +308,13 @@ static struct hak_large *split_tail(struct hak_large *large, size_t cut)
             touched_end > cut + HAK_PAGE_SIZE ? (touched_end - cut) / HAK_PAGE_SIZE - 1 : 0,
         .cached = large->cached,
         .reusable = true,
-        .one_mapping = large->one_mapping,
+        .mapping_count = starts_known(large) ? 0 : HAK_LARGE_STARTS_UNKNOWN,
     };
     if (!hak_page_map_set(tail, large->head.map_size - cut, &tail->head))
         return NULL; /* cannot happen: the units' tables exist */
+    size_t cut_page = cut / HAK_PAGE_SIZE;
+    add_starts_of(tail, 0, large, cut_page);
+    drop_starts_between(large, cut_page - 1, SIZE_MAX);
     set_size(tail, large->head.map_size - cut);
     set_size(large, cut);
     return tail;
@@ -253,8 +328,8 @@ static void merge(struct hak_large *large, struct hak_large *next)
     size_t next_touched = next->touched_pages + 1;
     bool prefix = fully_touched(large);
     hak_page_map_set(next, next_size, &large->head); /* the units' tables exist */
+    add_starts_of(large, large->head.map_size / HAK_PAGE_SIZE, next, 0);
     set_size(large, large->head.map_size + next_size);
-    large->one_mapping = false;
     if (prefix)
         large->touched_pages += next_touched;
 }
@@ -340,14 +415,23 @@ static void note_miss(unsigned node, size_t bytes)
     pthread_mutex_unlock(lock_of(cache));
 }
 
-/* Whether fill or extend may move a mapping's pages: a kernel before 6.17
+/* Whether fill may move a cached mapping's pages: a kernel before 6.17
  * refuses a move of more than one of its mappings only after it unmapped
  * the destination, a hole in the block being filled until hak_os_move
- * maps it again.  A refusal for any reason marks the mapping so too (the
- * program may have split it, with madvise or mbind on part of it). */
+ * maps it again, so there they move one mapping at a time (move_pages),
+ * where the mapping knows where its mappings start.  A refusal for any
+ * reason makes that unknown (the program may have split it, with madvise
+ * or mbind on part of it). */
 static bool movable(const struct hak_large *piece)
 {
-    return piece->one_mapping || hak_os_moves_over_mappings();
+    return starts_known(piece) || hak_os_moves_over_mappings();
+}
+
+/* Whether extend may move a live block whole: one of its mappings at a
+ * time, a refusal part way would leave its pages in two places. */
+static bool movable_whole(const struct hak_large *large)
+{
+    return large->mapping_count == 0 || hak_os_moves_over_mappings();
 }
 
 /* hak_os_move of cached pages into large at dst; where it fails and dst
@@ -365,24 +449,62 @@ static bool move_into(struct hak_large *large, void *src, size_t size, void *dst
     return false;
 }
 
+/* Moves pages [first, end) of piece, a cached mapping the caller has
+ * taken out of the cache (and the page map), to dst in large, one of its
+ * mappings at a time where the kernel moves no more, the last first;
+ * large learns where they start.  Returns the page of piece from which on
+ * all moved (first where all did): on a refusal piece keeps the pages
+ * below, which fill as they were the part of dst they were to (mapped
+ * again where the move failed: move_into), and where its mappings start
+ * is not known any more. */
+static size_t move_pages(struct hak_large *piece, size_t first, size_t end, struct hak_large *large,
+                         char *dst)
+{
+    bool whole = hak_os_moves_over_mappings();
+    size_t dst_page = (size_t)(dst - (char *)large) / HAK_PAGE_SIZE;
+    drop_starts_between(large, dst_page, dst_page + (end - first));
+    add_starts_of(large, dst_page, piece, first);
+    add_start(large, dst_page + (end - first));
+    while (end > first) {
+        size_t start = whole ? first : last_start_between(piece, first, end);
+        if (!move_into(large, (char *)piece + start * HAK_PAGE_SIZE, (end - start) * HAK_PAGE_SIZE,
+                       dst + (start - first) * HAK_PAGE_SIZE)) {
+            forget_starts(piece); /* the kernel says otherwise */
+            return end;
+        }
+        end = start;
+    }
+    return first;
+}
+
+/* piece, its pages from left on moved out, keeps its head and those
+ * below, back in the page map where moves were refused: the caller took
+ * its 2 MiB units from kept on out of it before the moves, for the
+ * address space is free once the pages move, and another mapping may
+ * take it. */
+static void keep_below(struct hak_large *piece, size_t left, size_t kept)
+{
+    if (left > kept)
+        hak_page_map_set(piece, left, &piece->head); /* the units' tables exist */
+    drop_starts_between(piece, left / HAK_PAGE_SIZE - 1, SIZE_MAX);
+    set_size(piece, left);
+}
+
 /* Moves the last size bytes of piece, a cached mapping the caller has
  * taken out of the cache, into large at dst; piece keeps its head and the
- * rest, and its 2 MiB units left empty leave the page map first (the
- * address space is free once the pages move).  false where the kernel
- * could not move them (piece is as it was). */
-static bool take_tail(struct hak_large *piece, size_t size, struct hak_large *large, void *dst)
+ * rest.  Returns the bytes moved: fewer where the kernel refused a move
+ * (piece keeps those below). */
+static size_t take_tail(struct hak_large *piece, size_t size, struct hak_large *large, void *dst)
 {
     size_t old = piece->head.map_size;
     size_t kept = old - size;
     size_t kept_units = round_to_chunk(kept);
     if (kept_units < old)
         hak_page_map_clear((char *)piece + kept_units, old - kept_units);
-    if (!move_into(large, (char *)piece + kept, size, dst)) {
-        hak_page_map_set(piece, old, &piece->head); /* the units' tables exist */
-        return false;
-    }
-    set_size(piece, kept);
-    return true;
+    size_t left =
+        move_pages(piece, kept / HAK_PAGE_SIZE, old / HAK_PAGE_SIZE, large, dst) * HAK_PAGE_SIZE;
+    keep_below(piece, left, kept_units < old ? kept_units : old);
+    return old - left;
 }
 
 /* piece, taken out of the cache, back in it; unmapped where nothing but its
@@ -445,25 +567,23 @@ static void fill(struct hak_large *large, size_t from, size_t to)
              * steps: 126k faults with such cuts, 101k).  Only from one
              * written to its end: the pages a block never handed out (a
              * realloc's headroom) lie there, and would fault all the same. */
-            bool moved = take_tail(bigger, gap, large, (char *)large + filled);
-            if (!moved)
-                bigger->one_mapping = false; /* the kernel says otherwise */
+            size_t moved = take_tail(bigger, gap, large, (char *)large + filled);
             put_back(cache, bigger);
-            if (!moved)
-                break;
-            hak_stat_node_map(node, -(int64_t)gap);
-            filled = to;
+            hak_stat_node_map(node, -(int64_t)moved);
+            if (moved == gap)
+                filled = to;
             break;
         }
         size_t size = piece->head.map_size;
         hak_page_map_clear(piece, size);
-        if (!move_into(large, piece, size, (char *)large + filled)) {
-            hak_page_map_set(piece, size, &piece->head); /* the units' tables exist */
-            piece->one_mapping = false;                  /* the kernel says otherwise */
+        size_t left = move_pages(piece, 0, size / HAK_PAGE_SIZE, large, (char *)large + filled) *
+                      HAK_PAGE_SIZE;
+        hak_stat_node_map(node, -(int64_t)(size - left));
+        if (left) {
+            keep_below(piece, left, 0);
             put_back(cache, piece);
             break;
         }
-        hak_stat_node_map(node, -(int64_t)size);
         filled += size;
     }
     if (filled < to)
@@ -493,8 +613,10 @@ static bool map_after(struct hak_large *large, size_t size)
  * total is filled with cached pages where the kernel can move them; what
  * lies beyond is mapped only, and takes no memory until written.  NULL,
  * with large as big as it could be made in place, when it cannot be
- * moved. */
-static struct hak_large *extend(struct hak_large *large, size_t total, size_t ahead)
+ * moved.  cached: large is a cached mapping, which holds nothing of the
+ * program's, so that it may move one mapping at a time (move_pages): a
+ * refusal part way leaves it what was not moved. */
+static struct hak_large *extend(struct hak_large *large, size_t total, size_t ahead, bool cached)
 {
     unsigned node = large->head.node;
     absorb_neighbours(large, total);
@@ -503,8 +625,9 @@ static struct hak_large *extend(struct hak_large *large, size_t total, size_t ah
         return large;
     size_t grown = ahead;
     bool in_place = map_after(large, grown - old);
-    /* Not where an old kernel would refuse the move (movable). */
-    bool may_move = movable(large);
+    /* Not where an old kernel would refuse the move. */
+    bool whole = movable_whole(large);
+    bool may_move = whole || (cached && starts_known(large));
     struct hak_large *moved = NULL;
     if (!in_place) {
         moved = may_move ? hak_os_map_aligned(grown, HAK_CHUNK_SIZE) : NULL;
@@ -534,11 +657,17 @@ static struct hak_large *extend(struct hak_large *large, size_t total, size_t ah
         }
         hak_page_map_clear(large, old);
         bool moved_fresh; /* moved is unmapped below either way */
-        if (!hak_os_move(large, old, moved, &moved_fresh)) {
-            hak_page_map_set(large, old, &large->head); /* the units' tables exist */
+        size_t left =
+            !whole ? move_pages(large, 0, old / HAK_PAGE_SIZE, moved, (char *)moved) * HAK_PAGE_SIZE
+            : hak_os_move(large, old, moved, &moved_fresh) ? 0
+                                                           : old;
+        if (left) {
+            /* What moved goes with moved. */
             hak_page_map_clear(moved, grown);
             hak_os_unmap(moved, grown);
-            large->one_mapping = false; /* the kernel says otherwise */
+            forget_starts(large); /* the kernel says otherwise */
+            keep_below(large, left, 0);
+            hak_stat_node_map(node, -(int64_t)(old - left));
             return NULL;
         }
         large = moved;
@@ -547,7 +676,7 @@ static struct hak_large *extend(struct hak_large *large, size_t total, size_t ah
     set_size(large, grown);
     /* Its pages and those mapped after them, or moved over a new mapping,
      * and those fill moves in. */
-    large->one_mapping = false;
+    add_start(large, old / HAK_PAGE_SIZE);
     fill(large, old, total);
     return large;
 }
@@ -600,7 +729,7 @@ static struct hak_large *reuse(unsigned node, size_t total, bool may_grow)
     if (found)
         found->cached = false;
     if (found && !best) {
-        struct hak_large *grown = extend(found, total, total);
+        struct hak_large *grown = extend(found, total, total, true);
         if (!grown) {
             /* Back, and a fresh mapping instead. */
             found->cached = true;
@@ -678,7 +807,8 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
     large->offset = offset;
     large->usable = total - offset - guard;
     large->reusable = reusable;
-    large->one_mapping = !guard; /* a guard page splits the mapping */
+    /* A guard page splits the mapping, and such blocks are reused whole. */
+    large->mapping_count = guard ? HAK_LARGE_STARTS_UNKNOWN : 0;
     if (guard)
         hak_os_guard((char *)large + total - guard, guard);
     if (!hak_page_map_set(large, total, &large->head)) {
@@ -804,8 +934,8 @@ void *hak_large_resize(struct hak_large *large, size_t size)
             return NULL;
         count_live(large, -1);
         unsigned node = large->head.node;
-        struct hak_large *grown =
-            extend(large, mapped_size(total, node), mapped_size(with_headroom(large, total), node));
+        struct hak_large *grown = extend(large, mapped_size(total, node),
+                                         mapped_size(with_headroom(large, total), node), false);
         if (!grown) {
             count_live(large, 1);
             return NULL;

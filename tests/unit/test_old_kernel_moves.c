@@ -2,20 +2,25 @@
  * pages of more than one of its mappings at once, and only after it
  * unmapped the destination: a hole in the block being filled until
  * hak_os_move maps it again, which another thread's mmap may take first.
- * So there fill moves only cached mappings known to be one kernel mapping.
+ * So there fill moves cached mappings one kernel mapping at a time, where
+ * each knows where its mappings start (struct hak_large).
  *
  * This program plays such a kernel: its uname says 6.1, and its mremap
  * refuses, as that kernel would, a move whose source is not within one
- * mapping of /proc/self/maps, counting the refusals (refusing_mremap.h).  A cached block of one
- * mapping that fits a gap of another block that grows is moved into it; one
- * whose pages were moved over a new mapping is two mappings and must not
- * be, and the grown block is whole.  The release parser is checked against a few releases.
- * The program asks the kernel for no huge pages (sizes stay as asked). */
+ * mapping of /proc/self/maps, counting the refusals (refusing_mremap.h).
+ * A cached block of one mapping that fits a gap of another block that
+ * grows is moved into it; so is one whose pages were moved over a new
+ * mapping, two mappings, one at a time, and the grown block is whole.  One
+ * the program split itself (madvise on part of it) is refused once, and
+ * its mappings are then not known.  The release parser is checked against
+ * a few releases.  The program asks the kernel for no huge pages (sizes
+ * stay as asked). */
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 
+#include "arena/page_map.h"
 #include "os.h"
 #include "refusing_mremap.h"
 #include "unit.h"
@@ -96,9 +101,9 @@ static void test_move_of_one_mapping(void)
     free(fence_above);
 }
 
-/* One whose pages were moved over a new mapping is two mappings: not
- * moved, where the kernel would refuse. */
-static void test_no_move_of_two_mappings(void)
+/* One whose pages were moved over a new mapping is two mappings, moved
+ * one at a time. */
+static void test_move_of_two_mappings(void)
 {
     malloc_trim(0);
     /* fence_above, then small right below it: small grown to 4 MiB cannot
@@ -117,8 +122,75 @@ static void test_no_move_of_two_mappings(void)
     unsigned refused;
     bool moved;
     grow_over(head, &refused, &moved);
-    printf("13 MiB over cached 8 MiB and 4 MiB of two mappings: %u moves refused\n", refused);
-    CHECK(refused == 0 && !moved, "fill moved cached pages of two kernel mappings (%u refusals)",
+    printf("13 MiB over cached 8 MiB and 4 MiB of two mappings: %s, %u moves refused\n",
+           moved ? "moved" : "not moved", refused);
+    CHECK(moved && refused == 0, "a cached block of two kernel mappings was %s (%u refusals)",
+          moved ? "moved" : "not moved", refused);
+    free(fence_between);
+    free(fence_above);
+}
+
+/* A cached block of two mappings that must move to grow, the address
+ * space after it taken, moves one mapping at a time: it holds nothing of
+ * the program's, and what a refusal part way would leave is free memory. */
+static void test_grow_of_two_mappings(void)
+{
+    malloc_trim(0);
+    char *fence_above = alloc_written(2 * MiB);
+    char *small = alloc_written(2 * MiB);
+    free(small);
+    char *two_mappings = alloc_written(4 * MiB);
+    uintptr_t head = (uintptr_t)(two_mappings - HAK_PAGE_SIZE);
+    const struct hak_large *large = (const struct hak_large *)hak_page_map_lookup((void *)head);
+    if (!large || (uintptr_t)large != head || within_one_mapping(head, HAK_PAGE_SIZE + 4 * MiB))
+        hard_error("the 4 MiB block is not two kernel mappings: the test no longer makes them");
+    size_t size = large->head.map_size;
+    void *after = (void *)(head + size);
+    void *blocker =
+        mmap(after, 2 * MiB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (blocker != MAP_FAILED && blocker != after)
+        hard_error("the kernel mapped the blocker elsewhere");
+    free(two_mappings);
+    unsigned first_refusal = mremap_refusals, first_move = mremap_moves;
+    char *grown = alloc_written(size + 2 * MiB);
+    bool moved = mremap_moved_since(first_move, (void *)head);
+    unsigned refused = mremap_refusals - first_refusal;
+    printf("%zu MiB over a cached block of two mappings that must move: %s, %u moves refused\n",
+           (size + 2 * MiB) / MiB, moved ? "moved" : "not moved", refused);
+    CHECK(moved && refused == 0,
+          "a cached block of two mappings that had to move to grow was %s (%u refusals)",
+          moved ? "moved" : "not moved", refused);
+    free(grown);
+    if (blocker != MAP_FAILED)
+        munmap(blocker, 2 * MiB);
+    free(fence_above);
+}
+
+/* One the program split (madvise on part of it, which hakmem cannot know
+ * of) is refused once, as it is taken for one mapping, and then is not
+ * known to be: fill leaves it alone from then on. */
+static void test_split_by_the_program(void)
+{
+    malloc_trim(0);
+    char *fence_above = alloc_written(2 * MiB);
+    char *split = alloc_written(4 * MiB);
+    char *fence_between = alloc_written(2 * MiB);
+    char *biggest = alloc_written(8 * MiB);
+    uintptr_t head = (uintptr_t)(split - HAK_PAGE_SIZE);
+    if (madvise(split + MiB, HAK_PAGE_SIZE, MADV_DONTFORK) != 0 ||
+        within_one_mapping(head, HAK_PAGE_SIZE + 4 * MiB))
+        hard_error("madvise did not split the 4 MiB block's mapping");
+    free(split);
+    free(biggest);
+    unsigned refused;
+    bool moved;
+    grow_over(head, &refused, &moved);
+    const struct hak_large *cached = (const struct hak_large *)hak_page_map_lookup((void *)head);
+    printf("13 MiB over cached 8 MiB and 4 MiB split by the program: %u moves refused\n", refused);
+    CHECK(refused == 1 && !moved && cached && (uintptr_t)cached == head &&
+              cached->mapping_count == HAK_LARGE_STARTS_UNKNOWN,
+          "a cached block the program split: %u moves refused, not one, or its mappings are "
+          "still taken as known",
           refused);
     free(fence_between);
     free(fence_above);
@@ -135,6 +207,8 @@ int main(int argc, char **argv)
     rerun_with("HAKMEM_HUGE_PAGES", "0", argv);
     test_release_parser();
     test_move_of_one_mapping();
-    test_no_move_of_two_mappings();
+    test_move_of_two_mappings();
+    test_grow_of_two_mappings();
+    test_split_by_the_program();
     return test_result("test_old_kernel_moves");
 }
