@@ -117,6 +117,10 @@ static void add_start(struct hak_large *large, size_t page)
     unsigned count = large->mapping_count, i = 0;
     if (!starts_known(large) || page == 0)
         return;
+    if (page > UINT32_MAX) {
+        forget_starts(large);
+        return;
+    }
     while (i < count && large->mapping_starts[i] < page)
         i++;
     if (i < count && large->mapping_starts[i] == page)
@@ -146,18 +150,36 @@ static void drop_starts_between(struct hak_large *large, size_t first, size_t en
     large->mapping_count = (uint8_t)kept;
 }
 
-/* to's mappings from its page at on: from's from page first on. */
-static void add_starts_of(struct hak_large *to, size_t at, const struct hak_large *from,
-                          size_t first)
+/* A mapping's starts, apart from it (move_pages reads them after its head
+ * moved). */
+struct starts {
+    uint8_t count;
+    uint32_t pages[HAK_LARGE_MAPPING_STARTS];
+};
+
+static struct starts starts_of(const struct hak_large *large)
 {
-    if (!starts_known(from)) {
+    struct starts starts = {.count = large->mapping_count};
+    if (starts_known(large))
+        memcpy(starts.pages, large->mapping_starts, large->mapping_count * sizeof(starts.pages[0]));
+    return starts;
+}
+
+/* Pages [first, end) of a mapping whose starts are from now lie in to from
+ * its page at on: where they start, and where they end unless to does. */
+static void add_starts_of(struct hak_large *to, size_t at, const struct starts *from, size_t first,
+                          size_t end)
+{
+    if (from->count == HAK_LARGE_STARTS_UNKNOWN) {
         forget_starts(to);
         return;
     }
     add_start(to, at);
-    for (unsigned i = 0; i < from->mapping_count; i++)
-        if (from->mapping_starts[i] > first)
-            add_start(to, at + from->mapping_starts[i] - first);
+    for (unsigned i = 0; i < from->count; i++)
+        if (from->pages[i] > first && from->pages[i] < end)
+            add_start(to, at + from->pages[i] - first);
+    if (at + end - first < to->head.map_size / HAK_PAGE_SIZE)
+        add_start(to, at + end - first);
 }
 
 /* The last page of large after first and before end that may start a
@@ -308,14 +330,14 @@ static struct hak_large *split_tail(struct hak_large *large, size_t cut)
             touched_end > cut + HAK_PAGE_SIZE ? (touched_end - cut) / HAK_PAGE_SIZE - 1 : 0,
         .cached = large->cached,
         .reusable = true,
-        .mapping_count = starts_known(large) ? 0 : HAK_LARGE_STARTS_UNKNOWN,
     };
     if (!hak_page_map_set(tail, large->head.map_size - cut, &tail->head))
         return NULL; /* cannot happen: the units' tables exist */
-    size_t cut_page = cut / HAK_PAGE_SIZE;
-    add_starts_of(tail, 0, large, cut_page);
-    drop_starts_between(large, cut_page - 1, SIZE_MAX);
+    size_t cut_page = cut / HAK_PAGE_SIZE, pages = large->head.map_size / HAK_PAGE_SIZE;
     set_size(tail, large->head.map_size - cut);
+    struct starts starts = starts_of(large);
+    add_starts_of(tail, 0, &starts, cut_page, pages);
+    drop_starts_between(large, cut_page - 1, SIZE_MAX);
     set_size(large, cut);
     return tail;
 }
@@ -328,8 +350,10 @@ static void merge(struct hak_large *large, struct hak_large *next)
     size_t next_touched = next->touched_pages + 1;
     bool prefix = fully_touched(large);
     hak_page_map_set(next, next_size, &large->head); /* the units' tables exist */
-    add_starts_of(large, large->head.map_size / HAK_PAGE_SIZE, next, 0);
+    struct starts starts = starts_of(next);
+    size_t at = large->head.map_size / HAK_PAGE_SIZE;
     set_size(large, large->head.map_size + next_size);
+    add_starts_of(large, at, &starts, 0, next_size / HAK_PAGE_SIZE);
     if (prefix)
         large->touched_pages += next_touched;
 }
@@ -450,29 +474,35 @@ static bool move_into(struct hak_large *large, void *src, size_t size, void *dst
 }
 
 /* Moves pages [first, end) of piece, a cached mapping the caller has
- * taken out of the cache (and the page map), to dst in large, one of its
- * mappings at a time where the kernel moves no more, the last first;
- * large learns where they start.  Returns the page of piece from which on
- * all moved (first where all did): on a refusal piece keeps the pages
- * below, which fill as they were the part of dst they were to (mapped
- * again where the move failed: move_into), and where its mappings start
- * is not known any more. */
+ * taken out of the cache (and the page map), to the same places in the
+ * range at dst of large, one of piece's mappings at a time where the
+ * kernel moves no more, the last first.  Returns the page of piece from
+ * which on all moved, first where all did.  On a refusal piece keeps the
+ * pages below, and where its mappings start, like large's, is not known
+ * any more (the range at dst is part moved in, part mapped again where
+ * the move failed: move_into, part as it was).  record: large learns
+ * where the pages moved in start; not where dst is large's head, which
+ * the last move replaces with piece's own (extend). */
 static size_t move_pages(struct hak_large *piece, size_t first, size_t end, struct hak_large *large,
-                         char *dst)
+                         char *dst, bool record)
 {
     bool whole = hak_os_moves_over_mappings();
-    size_t dst_page = (size_t)(dst - (char *)large) / HAK_PAGE_SIZE;
-    drop_starts_between(large, dst_page, dst_page + (end - first));
-    add_starts_of(large, dst_page, piece, first);
-    add_start(large, dst_page + (end - first));
-    while (end > first) {
-        size_t start = whole ? first : last_start_between(piece, first, end);
-        if (!move_into(large, (char *)piece + start * HAK_PAGE_SIZE, (end - start) * HAK_PAGE_SIZE,
+    struct starts starts = starts_of(piece);
+    for (size_t left = end; left > first;) {
+        size_t start = whole ? first : last_start_between(piece, first, left);
+        if (!move_into(large, (char *)piece + start * HAK_PAGE_SIZE, (left - start) * HAK_PAGE_SIZE,
                        dst + (start - first) * HAK_PAGE_SIZE)) {
             forget_starts(piece); /* the kernel says otherwise */
-            return end;
+            if (record)
+                forget_starts(large);
+            return left;
         }
-        end = start;
+        left = start;
+    }
+    if (record) {
+        size_t at = (size_t)(dst - (char *)large) / HAK_PAGE_SIZE;
+        drop_starts_between(large, at, at + (end - first));
+        add_starts_of(large, at, &starts, first, end);
     }
     return first;
 }
@@ -501,8 +531,8 @@ static size_t take_tail(struct hak_large *piece, size_t size, struct hak_large *
     size_t kept_units = round_to_chunk(kept);
     if (kept_units < old)
         hak_page_map_clear((char *)piece + kept_units, old - kept_units);
-    size_t left =
-        move_pages(piece, kept / HAK_PAGE_SIZE, old / HAK_PAGE_SIZE, large, dst) * HAK_PAGE_SIZE;
+    size_t left = move_pages(piece, kept / HAK_PAGE_SIZE, old / HAK_PAGE_SIZE, large, dst, true) *
+                  HAK_PAGE_SIZE;
     keep_below(piece, left, kept_units < old ? kept_units : old);
     return old - left;
 }
@@ -576,8 +606,9 @@ static void fill(struct hak_large *large, size_t from, size_t to)
         }
         size_t size = piece->head.map_size;
         hak_page_map_clear(piece, size);
-        size_t left = move_pages(piece, 0, size / HAK_PAGE_SIZE, large, (char *)large + filled) *
-                      HAK_PAGE_SIZE;
+        size_t left =
+            move_pages(piece, 0, size / HAK_PAGE_SIZE, large, (char *)large + filled, true) *
+            HAK_PAGE_SIZE;
         hak_stat_node_map(node, -(int64_t)(size - left));
         if (left) {
             keep_below(piece, left, 0);
@@ -657,10 +688,11 @@ static struct hak_large *extend(struct hak_large *large, size_t total, size_t ah
         }
         hak_page_map_clear(large, old);
         bool moved_fresh; /* moved is unmapped below either way */
-        size_t left =
-            !whole ? move_pages(large, 0, old / HAK_PAGE_SIZE, moved, (char *)moved) * HAK_PAGE_SIZE
-            : hak_os_move(large, old, moved, &moved_fresh) ? 0
-                                                           : old;
+        size_t left = !whole
+                          ? move_pages(large, 0, old / HAK_PAGE_SIZE, moved, (char *)moved, false) *
+                                HAK_PAGE_SIZE
+                      : hak_os_move(large, old, moved, &moved_fresh) ? 0
+                                                                     : old;
         if (left) {
             /* What moved goes with moved. */
             hak_page_map_clear(moved, grown);

@@ -166,6 +166,57 @@ static void test_grow_of_two_mappings(void)
     free(fence_above);
 }
 
+/* The source the kernel refuses besides those over several mappings. */
+static uintptr_t refused_source;
+
+static bool refuse_one_source(const void *source, size_t size)
+{
+    return (uintptr_t)source == refused_source || over_several_mappings(source, size);
+}
+
+/* A cached block of two mappings whose lower one the kernel refuses to
+ * move (for whatever reason: no memory, say) keeps it, with its head, in
+ * the page map and no further, its upper one moved into the block that
+ * grew, which is whole; where its mappings start is then not known. */
+static void test_move_refused_part_way(void)
+{
+    malloc_trim(0);
+    char *fence_above = alloc_written(2 * MiB);
+    char *small = alloc_written(2 * MiB);
+    free(small);
+    char *two_mappings = alloc_written(4 * MiB);
+    char *fence_between = alloc_written(2 * MiB);
+    char *biggest = alloc_written(8 * MiB);
+    uintptr_t head = (uintptr_t)(two_mappings - HAK_PAGE_SIZE);
+    const struct hak_large *large = (const struct hak_large *)hak_page_map_lookup((void *)head);
+    if (!large || (uintptr_t)large != head || large->mapping_count != 1)
+        hard_error("the 4 MiB block is not two kernel mappings: the test no longer makes them");
+    size_t lower = (size_t)large->mapping_starts[0] * HAK_PAGE_SIZE, size = large->head.map_size;
+    free(two_mappings);
+    free(biggest);
+    refused_source = head;
+    mremap_refused = refuse_one_source;
+    unsigned first_move = mremap_moves, refused;
+    bool head_moved;
+    grow_over(head, &refused, &head_moved);
+    mremap_refused = over_several_mappings;
+    bool upper_moved = mremap_moved_since(first_move, (void *)(head + lower));
+    const struct hak_large *kept = (const struct hak_large *)hak_page_map_lookup((void *)head);
+    const void *past = hak_page_map_lookup(
+        (void *)(head + ((lower + HAK_CHUNK_SIZE - 1) & ~(HAK_CHUNK_SIZE - 1))));
+    printf("13 MiB over a block of two mappings, the lower refused: %u refused, upper %s\n",
+           refused, upper_moved ? "moved" : "not moved");
+    CHECK(refused == 1 && upper_moved && !head_moved && kept == large &&
+              kept->head.map_size == lower && kept->mapping_count == HAK_LARGE_STARTS_UNKNOWN &&
+              (past == NULL || lower + HAK_CHUNK_SIZE > size),
+          "a block whose lower mapping's move was refused: %u refused, upper %s, it kept %zu "
+          "bytes (not its lower %zu), the page map past them %s",
+          refused, upper_moved ? "moved" : "not moved", kept ? kept->head.map_size : 0, lower,
+          past ? "still set" : "clear");
+    free(fence_between);
+    free(fence_above);
+}
+
 /* One the program split (madvise on part of it, which hakmem cannot know
  * of) is refused once, as it is taken for one mapping, and then is not
  * known to be: fill leaves it alone from then on. */
@@ -209,6 +260,7 @@ int main(int argc, char **argv)
     test_move_of_one_mapping();
     test_move_of_two_mappings();
     test_grow_of_two_mappings();
+    test_move_refused_part_way();
     test_split_by_the_program();
     return test_result("test_old_kernel_moves");
 }
