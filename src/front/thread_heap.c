@@ -670,15 +670,17 @@ static void release_idle_for_growth(struct hak_heap *heap, unsigned keep)
     uint64_t now = hak_os_now_ms();
     uint64_t stale = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
     uint32_t stale_ms = stale < UINT32_MAX ? (uint32_t)stale : UINT32_MAX;
+    uint32_t faults = (uint32_t)hak_os_thread_minor_faults();
+    uint32_t idle_after = idle_faults();
     /* Faults tell only where pages can move (hak_os_can_lend: not before
      * Linux 5.7, nor with locked memory): the spans a release empties lend
      * their pages to the SuperSlabs the growth takes, and are otherwise
      * given back while those fault in fresh ones (bench/phases with no
      * pauses, every move refused: 51.0k faults with the rule, 29.0k
-     * without, for the same peak RSS). */
-    bool by_faults = hak_os_can_lend();
-    uint32_t faults = by_faults ? (uint32_t)hak_os_thread_minor_faults() : 0;
-    uint32_t idle_after = by_faults ? idle_faults() : UINT32_MAX;
+     * without, for the same peak RSS).  Asked only when faults would tell,
+     * for the first answer reads /proc/self/status, which a process's first
+     * slabs would pay for (bench/startup_threads). */
+    enum { NOT_ASKED, MOVES, NO_MOVES } moves = NOT_ASKED;
     heap->discard_spans = true;
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
         uint32_t allocs = (uint32_t)heap->thread->allocs[cls];
@@ -691,9 +693,13 @@ static void release_idle_for_growth(struct hak_heap *heap, unsigned keep)
         }
         bool idle =
             (allocs == heap->slow_allocs[cls] && (uint32_t)now - heap->slow_ms[cls] >= stale_ms) ||
-            (allocs == heap->read_allocs[cls] &&
-             (uint32_t)now - heap->active_ms[cls] >= stale_ms) ||
-            (!seen_active && faults - heap->active_faults[cls] >= idle_after);
+            (allocs == heap->read_allocs[cls] && (uint32_t)now - heap->active_ms[cls] >= stale_ms);
+        if (!idle && !seen_active && faults - heap->active_faults[cls] >= idle_after &&
+            cls != keep && holds_blocks(heap, cls)) {
+            if (moves == NOT_ASKED)
+                moves = hak_os_can_lend() ? MOVES : NO_MOVES;
+            idle = moves == MOVES;
+        }
         if (cls != keep && idle && holds_blocks(heap, cls)) {
             release_cache(heap, cls);
             /* Idle from now on: a current slab with blocks in use stays,

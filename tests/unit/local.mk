@@ -28,6 +28,7 @@ UNIT_TESTS = \
 	tests/unit/test_stats \
 	tests/unit/test_free_memory_reported \
 	tests/unit/test_os_map \
+	tests/unit/test_startup_reads \
 	tests/unit/test_old_kernel_moves
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
@@ -53,6 +54,11 @@ tests_unit_test_os_map_SOURCES = tests/unit/test_os_map.c tests/unit/unit.h test
 tests_unit_test_os_map_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_os_map_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_os_map_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_startup_reads_SOURCES = tests/unit/test_startup_reads.c tests/unit/unit.h
+tests_unit_test_startup_reads_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_startup_reads_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_startup_reads_LDADD = $(UNIT_LDADD)
 
 tests_unit_test_old_kernel_moves_SOURCES = tests/unit/test_old_kernel_moves.c tests/unit/unit.h \
 	tests/unit/refusing_mremap.h
