@@ -101,22 +101,29 @@ static void test_move_of_one_mapping(void)
     free(fence_above);
 }
 
+/* A block of two kernel mappings: small, grown to 4 MiB, cannot grow in
+ * place (*fence_above right after it) and moves over a new mapping. */
+static char *two_mapping_block(char **fence_above)
+{
+    malloc_trim(0);
+    *fence_above = alloc_written(2 * MiB);
+    char *small = alloc_written(2 * MiB);
+    free(small);
+    char *block = alloc_written(4 * MiB);
+    if (within_one_mapping((uintptr_t)(block - HAK_PAGE_SIZE), HAK_PAGE_SIZE + 4 * MiB))
+        hard_error("the 4 MiB block is one kernel mapping: the test no longer makes two");
+    return block;
+}
+
 /* One whose pages were moved over a new mapping is two mappings, moved
  * one at a time. */
 static void test_move_of_two_mappings(void)
 {
-    malloc_trim(0);
-    /* fence_above, then small right below it: small grown to 4 MiB cannot
-     * grow in place and moves over a new mapping. */
-    char *fence_above = alloc_written(2 * MiB);
-    char *small = alloc_written(2 * MiB);
-    free(small);
-    char *two_mappings = alloc_written(4 * MiB);
+    char *fence_above;
+    char *two_mappings = two_mapping_block(&fence_above);
     char *fence_between = alloc_written(2 * MiB);
     char *biggest = alloc_written(8 * MiB);
     uintptr_t head = (uintptr_t)(two_mappings - HAK_PAGE_SIZE);
-    if (within_one_mapping(head, HAK_PAGE_SIZE + 4 * MiB))
-        hard_error("the 4 MiB block is one kernel mapping: the test no longer makes two");
     free(two_mappings);
     free(biggest);
     unsigned refused;
@@ -135,15 +142,12 @@ static void test_move_of_two_mappings(void)
  * the program's, and what a refusal part way would leave is free memory. */
 static void test_grow_of_two_mappings(void)
 {
-    malloc_trim(0);
-    char *fence_above = alloc_written(2 * MiB);
-    char *small = alloc_written(2 * MiB);
-    free(small);
-    char *two_mappings = alloc_written(4 * MiB);
+    char *fence_above;
+    char *two_mappings = two_mapping_block(&fence_above);
     uintptr_t head = (uintptr_t)(two_mappings - HAK_PAGE_SIZE);
     const struct hak_large *large = (const struct hak_large *)hak_page_map_lookup((void *)head);
-    if (!large || (uintptr_t)large != head || within_one_mapping(head, HAK_PAGE_SIZE + 4 * MiB))
-        hard_error("the 4 MiB block is not two kernel mappings: the test no longer makes them");
+    if (!large || (uintptr_t)large != head)
+        hard_error("the 4 MiB block has no head of its own");
     size_t size = large->head.map_size;
     void *after = (void *)(head + size);
     void *blocker =
@@ -180,17 +184,14 @@ static bool refuse_one_source(const void *source, size_t size)
  * grew, which is whole; where its mappings start is then not known. */
 static void test_move_refused_part_way(void)
 {
-    malloc_trim(0);
-    char *fence_above = alloc_written(2 * MiB);
-    char *small = alloc_written(2 * MiB);
-    free(small);
-    char *two_mappings = alloc_written(4 * MiB);
+    char *fence_above;
+    char *two_mappings = two_mapping_block(&fence_above);
     char *fence_between = alloc_written(2 * MiB);
     char *biggest = alloc_written(8 * MiB);
     uintptr_t head = (uintptr_t)(two_mappings - HAK_PAGE_SIZE);
     const struct hak_large *large = (const struct hak_large *)hak_page_map_lookup((void *)head);
     if (!large || (uintptr_t)large != head || large->mapping_count != 1)
-        hard_error("the 4 MiB block is not two kernel mappings: the test no longer makes them");
+        hard_error("the 4 MiB block does not know its two kernel mappings");
     size_t lower = (size_t)large->mapping_starts[0] * HAK_PAGE_SIZE, size = large->head.map_size;
     free(two_mappings);
     free(biggest);

@@ -32,12 +32,12 @@ int open(const char *path, int flags, ...)
     return (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode);
 }
 
-static void *allocate_once(void *unused)
+/* The second thread's block, freed by the first. */
+static void *allocate_in_thread(void *size)
 {
-    (void)unused;
-    char *block = malloc(64);
+    char *block = malloc((size_t)(uintptr_t)size);
     if (block)
-        memset(block, 1, 64);
+        block[0] = 1;
     return block;
 }
 
@@ -56,7 +56,7 @@ int main(int argc, char **argv)
     }
     pthread_t thread;
     void *block;
-    if (pthread_create(&thread, NULL, allocate_once, NULL) != 0 ||
+    if (pthread_create(&thread, NULL, allocate_in_thread, (void *)(uintptr_t)64) != 0 ||
         pthread_join(thread, &block) != 0 || !block)
         hard_error("the second thread did not allocate");
     free(block);
