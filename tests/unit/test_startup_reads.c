@@ -55,7 +55,7 @@ int main(int argc, char **argv)
         memset(blocks[i], 1, sizes[i]);
     }
     pthread_t thread;
-    void *block;
+    void *block = NULL;
     if (pthread_create(&thread, NULL, allocate_in_thread, (void *)(uintptr_t)64) != 0 ||
         pthread_join(thread, &block) != 0 || !block)
         hard_error("the second thread did not allocate");
