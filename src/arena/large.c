@@ -656,9 +656,9 @@ static struct hak_large *extend(struct hak_large *large, size_t total, size_t ah
         return large;
     size_t grown = ahead;
     bool in_place = map_after(large, grown - old);
-    /* Not where an old kernel would refuse the move. */
-    bool whole = movable_whole(large);
-    bool may_move = whole || (cached && starts_known(large));
+    /* Not where an old kernel would refuse the move: a live block moves
+     * only where one move takes it whole. */
+    bool may_move = movable_whole(large) || (cached && starts_known(large));
     struct hak_large *moved = NULL;
     if (!in_place) {
         moved = may_move ? hak_os_map_aligned(grown, HAK_CHUNK_SIZE) : NULL;
@@ -687,17 +687,12 @@ static struct hak_large *extend(struct hak_large *large, size_t total, size_t ah
             return NULL;
         }
         hak_page_map_clear(large, old);
-        bool moved_fresh; /* moved is unmapped below either way */
-        size_t left = !whole
-                          ? move_pages(large, 0, old / HAK_PAGE_SIZE, moved, (char *)moved, false) *
-                                HAK_PAGE_SIZE
-                      : hak_os_move(large, old, moved, &moved_fresh) ? 0
-                                                                     : old;
+        size_t left =
+            move_pages(large, 0, old / HAK_PAGE_SIZE, moved, (char *)moved, false) * HAK_PAGE_SIZE;
         if (left) {
             /* What moved goes with moved. */
             hak_page_map_clear(moved, grown);
             hak_os_unmap(moved, grown);
-            forget_starts(large); /* the kernel says otherwise */
             keep_below(large, left, 0);
             hak_stat_node_map(node, -(int64_t)(old - left));
             return NULL;

@@ -694,19 +694,19 @@ static void release_idle_for_growth(struct hak_heap *heap, unsigned keep)
         bool idle =
             (allocs == heap->slow_allocs[cls] && (uint32_t)now - heap->slow_ms[cls] >= stale_ms) ||
             (allocs == heap->read_allocs[cls] && (uint32_t)now - heap->active_ms[cls] >= stale_ms);
-        if (!idle && !seen_active && faults - heap->active_faults[cls] >= idle_after &&
-            cls != keep && holds_blocks(heap, cls)) {
-            if (moves == NOT_ASKED)
-                moves = hak_os_can_lend() ? MOVES : NO_MOVES;
-            idle = moves == MOVES;
-        }
-        if (cls != keep && idle && holds_blocks(heap, cls)) {
-            release_cache(heap, cls);
-            /* Idle from now on: a current slab with blocks in use stays,
-             * and would be looked at again at every look. */
-            heap->slow_ms[cls] = heap->active_ms[cls] = (uint32_t)now;
-            heap->active_faults[cls] = faults;
-        }
+        bool idle_by_faults =
+            !idle && !seen_active && faults - heap->active_faults[cls] >= idle_after;
+        if (cls == keep || !(idle || idle_by_faults) || !holds_blocks(heap, cls))
+            continue;
+        if (idle_by_faults && moves == NOT_ASKED)
+            moves = hak_os_can_lend() ? MOVES : NO_MOVES;
+        if (idle_by_faults && moves == NO_MOVES)
+            continue;
+        release_cache(heap, cls);
+        /* Idle from now on: a current slab with blocks in use stays, and
+         * would be looked at again at every look. */
+        heap->slow_ms[cls] = heap->active_ms[cls] = (uint32_t)now;
+        heap->active_faults[cls] = faults;
     }
     heap->discard_spans = false;
 }
