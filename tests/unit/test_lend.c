@@ -559,16 +559,14 @@ static bool holds_tagged_pages(const char *start, unsigned pages)
     return true;
 }
 
-/* A stale hot span of pages pages, its pages tagged from first on. */
-static struct hak_slab *stale_span_tagged(uint32_t pages, unsigned first)
+/* span into the HotSpanBox, all its pages touched, tagged from first on. */
+static void put_tagged(struct hak_slab *span, unsigned first)
 {
-    struct hak_slab *span = arena_span(pages);
-    for (uint32_t p = 0; p < pages; p++)
+    for (uint32_t p = 0; p < span->pages; p++)
         *(uint64_t *)(span->start + (size_t)p * HAK_PAGE_SIZE) = page_tag(first + p);
     span->kind = HAK_SLAB_MID;
-    span->touched_pages = pages;
+    span->touched_pages = span->pages;
     hak_hot_span_put(span);
-    return span;
 }
 
 /* Pages go from spans to a SuperSlab, back to a span, and on to a
@@ -584,9 +582,9 @@ static void test_pages_move_back_and_forth(void)
     hak_hot_span_release_all(0);
     hak_shared_pool_release(0);
     unsigned refused = mremap_refusals;
-    stale_span_tagged(FIRST, 0);
+    put_tagged(arena_span(FIRST), 0);
     struct hak_slab *apart = arena_span(1); /* no merge of the two */
-    stale_span_tagged(SECOND, FIRST);
+    put_tagged(arena_span(SECOND), FIRST);
     unit_sleep_ms(2 * STALE_MS);
     for (unsigned round = 0; round < ROUNDS; round++) {
         uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
@@ -635,11 +633,7 @@ static void test_partly_lent_span_lends_whole(void)
           (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), LENT);
     for (unsigned i = 0; i < SLABS_PER_SS; i++)
         whole[i]->block_size = 0; /* retired, they carve nothing */
-    for (uint32_t p = 0; p < PAGES; p++)
-        *(uint64_t *)(span->start + (size_t)p * HAK_PAGE_SIZE) = page_tag(p);
-    span->kind = HAK_SLAB_MID;
-    span->touched_pages = PAGES;
-    hak_hot_span_put(span);
+    put_tagged(span, 0);
     unit_sleep_ms(2 * STALE_MS);
     lent = hak_stat_read(HAK_STAT_LENT_BYTES);
     take_whole_superslab();

@@ -64,10 +64,18 @@ static char *alloc_written(size_t size)
     return block;
 }
 
-/* A block grown over a cached 8 MiB mapping to 13 MiB lacks 5 MiB, which
- * the cached 4 MiB block, its mapping at four_mib_head, fills. */
-static void grow_over(uintptr_t four_mib_head, unsigned *refused, bool *four_mib_moved)
+/* four_mib, freed, fills the 5 MiB that a block grown over a cached 8 MiB
+ * mapping to 13 MiB lacks: the 8 MiB one is mapped after it, a live block
+ * between them, and freed too.  Returns the block between, which the
+ * caller frees once it has looked (freed, it could merge with what is
+ * left of four_mib in the cache). */
+static char *grow_over(char *four_mib, unsigned *refused, bool *four_mib_moved)
 {
+    char *fence_between = alloc_written(2 * MiB);
+    char *biggest = alloc_written(8 * MiB);
+    uintptr_t four_mib_head = (uintptr_t)(four_mib - HAK_PAGE_SIZE);
+    free(four_mib);
+    free(biggest);
     unsigned first_refusal = mremap_refusals, first_move = mremap_moves;
     char *grown = malloc(opaque_size(13 * MiB));
     if (!grown)
@@ -77,6 +85,21 @@ static void grow_over(uintptr_t four_mib_head, unsigned *refused, bool *four_mib
     *refused = mremap_refusals - first_refusal;
     *four_mib_moved = mremap_moved_since(first_move, (void *)four_mib_head);
     free(grown);
+    return fence_between;
+}
+
+/* four_mib, of what mappings says, fills the gap of a block that grows
+ * (grow_over), none of its moves refused. */
+static void check_moved_into_gap(char *four_mib, const char *mappings)
+{
+    unsigned refused;
+    bool moved;
+    char *fence_between = grow_over(four_mib, &refused, &moved);
+    printf("13 MiB over cached 8 MiB and 4 MiB of %s: %s, %u moves refused\n", mappings,
+           moved ? "moved" : "not moved", refused);
+    CHECK(moved && refused == 0, "a cached block of %s was %s (%u refusals)", mappings,
+          moved ? "moved" : "not moved", refused);
+    free(fence_between);
 }
 
 /* A cached block of one mapping is moved into a block that grows. */
@@ -84,20 +107,7 @@ static void test_move_of_one_mapping(void)
 {
     malloc_trim(0);
     char *fence_above = alloc_written(2 * MiB);
-    char *one_mapping = alloc_written(4 * MiB);
-    char *fence_between = alloc_written(2 * MiB);
-    char *biggest = alloc_written(8 * MiB);
-    uintptr_t head = (uintptr_t)(one_mapping - HAK_PAGE_SIZE);
-    free(one_mapping);
-    free(biggest);
-    unsigned refused;
-    bool moved;
-    grow_over(head, &refused, &moved);
-    printf("13 MiB over cached 8 MiB and 4 MiB of one mapping: %s, %u moves refused\n",
-           moved ? "moved" : "not moved", refused);
-    CHECK(moved && refused == 0, "a cached block of one kernel mapping was %s (%u refusals)",
-          moved ? "moved" : "not moved", refused);
-    free(fence_between);
+    check_moved_into_gap(alloc_written(4 * MiB), "one mapping");
     free(fence_above);
 }
 
@@ -120,20 +130,7 @@ static char *two_mapping_block(char **fence_above)
 static void test_move_of_two_mappings(void)
 {
     char *fence_above;
-    char *two_mappings = two_mapping_block(&fence_above);
-    char *fence_between = alloc_written(2 * MiB);
-    char *biggest = alloc_written(8 * MiB);
-    uintptr_t head = (uintptr_t)(two_mappings - HAK_PAGE_SIZE);
-    free(two_mappings);
-    free(biggest);
-    unsigned refused;
-    bool moved;
-    grow_over(head, &refused, &moved);
-    printf("13 MiB over cached 8 MiB and 4 MiB of two mappings: %s, %u moves refused\n",
-           moved ? "moved" : "not moved", refused);
-    CHECK(moved && refused == 0, "a cached block of two kernel mappings was %s (%u refusals)",
-          moved ? "moved" : "not moved", refused);
-    free(fence_between);
+    check_moved_into_gap(two_mapping_block(&fence_above), "two mappings");
     free(fence_above);
 }
 
@@ -186,20 +183,16 @@ static void test_move_refused_part_way(void)
 {
     char *fence_above;
     char *two_mappings = two_mapping_block(&fence_above);
-    char *fence_between = alloc_written(2 * MiB);
-    char *biggest = alloc_written(8 * MiB);
     uintptr_t head = (uintptr_t)(two_mappings - HAK_PAGE_SIZE);
     const struct hak_large *large = (const struct hak_large *)hak_page_map_lookup((void *)head);
     if (!large || (uintptr_t)large != head || large->mapping_count != 1)
         hard_error("the 4 MiB block does not know its two kernel mappings");
     size_t lower = (size_t)large->mapping_starts[0] * HAK_PAGE_SIZE, size = large->head.map_size;
-    free(two_mappings);
-    free(biggest);
     refused_source = head;
     mremap_refused = refuse_one_source;
     unsigned first_move = mremap_moves, refused;
     bool head_moved;
-    grow_over(head, &refused, &head_moved);
+    char *fence_between = grow_over(two_mappings, &refused, &head_moved);
     mremap_refused = over_several_mappings;
     bool upper_moved = mremap_moved_since(first_move, (void *)(head + lower));
     const struct hak_large *kept = (const struct hak_large *)hak_page_map_lookup((void *)head);
@@ -226,17 +219,13 @@ static void test_split_by_the_program(void)
     malloc_trim(0);
     char *fence_above = alloc_written(2 * MiB);
     char *split = alloc_written(4 * MiB);
-    char *fence_between = alloc_written(2 * MiB);
-    char *biggest = alloc_written(8 * MiB);
     uintptr_t head = (uintptr_t)(split - HAK_PAGE_SIZE);
     if (madvise(split + MiB, HAK_PAGE_SIZE, MADV_DONTFORK) != 0 ||
         within_one_mapping(head, HAK_PAGE_SIZE + 4 * MiB))
         hard_error("madvise did not split the 4 MiB block's mapping");
-    free(split);
-    free(biggest);
     unsigned refused;
     bool moved;
-    grow_over(head, &refused, &moved);
+    char *fence_between = grow_over(split, &refused, &moved);
     const struct hak_large *cached = (const struct hak_large *)hak_page_map_lookup((void *)head);
     printf("13 MiB over cached 8 MiB and 4 MiB split by the program: %u moves refused\n", refused);
     CHECK(refused == 1 && !moved && cached && (uintptr_t)cached == head &&
