@@ -368,7 +368,7 @@ _Static_assert(__builtin_offsetof(struct hak_arena_chunk, page_slab) ==
                    __builtin_offsetof(struct hak_chunk, page_slab),
                "page table offset");
 
-#define HAK_LARGE_MAPPING_STARTS 30
+#define HAK_LARGE_MAPPING_STARTS 62
 #define HAK_LARGE_STARTS_UNKNOWN UINT8_MAX
 
 struct hak_large {
@@ -384,9 +384,12 @@ struct hak_large {
      * the head, ascending: pages moved in, a neighbour merged or a mapping
      * added after it start one, and kernels before 6.17 refuse to move a
      * range over several (os.h), so that its pages move one mapping at a
-     * time (arena/large.c).  HAK_LARGE_STARTS_UNKNOWN: more than there is
-     * room for, or a move was refused (the program may have split it, with
-     * madvise or mbind on part of it): none of its pages move there. */
+     * time (arena/large.c).  fill moves no pages into a mapping past this
+     * many (each lands as a kernel mapping of its own, against
+     * vm.max_map_count).  HAK_LARGE_STARTS_UNKNOWN: more than there is room
+     * for (neighbours merged, a move to grow), or a move was refused (the
+     * program may have split it, with madvise or mbind on part of it):
+     * fill moves none of its pages, nor any into it. */
     uint8_t mapping_count;
     uint32_t mapping_starts[HAK_LARGE_MAPPING_STARTS];
 };

@@ -101,14 +101,49 @@ static void set_size(struct hak_large *large, size_t map_size)
 
 /* ---- where a mapping's kernel mappings start (struct hak_large) ---- */
 
+/* The kernel mappings past one a mapping that every node's large mappings
+ * hold together (their starts, HAK_LARGE_MAPPING_STARTS for one whose
+ * starts are unknown): pages moved in land as a mapping of their own,
+ * which merges with no neighbour while they live, and the kernel counts
+ * mappings against vm.max_map_count (65530 by default) with the
+ * program's own; fork copies each.  fill moves no pages that could take
+ * them past this many, nor a mapping past HAK_LARGE_MAPPING_STARTS: with
+ * neither bound, large_blocks held a mapping more every four steps, 6.6k
+ * after 40000. */
+#define EXTRA_MAPPINGS_MAX 1024
+static size_t extra_mappings; /* atomic */
+
 static bool starts_known(const struct hak_large *large)
 {
     return large->mapping_count != HAK_LARGE_STARTS_UNKNOWN;
 }
 
+/* What large adds to extra_mappings: none at level 2, whose guard page
+ * splits every mapping, which is reused whole and never moves. */
+static size_t extra_of(const struct hak_large *large)
+{
+    if (hak_harden.guard_bytes)
+        return 0;
+    return starts_known(large) ? large->mapping_count : HAK_LARGE_MAPPING_STARTS;
+}
+
+static void set_mapping_count(struct hak_large *large, uint8_t count)
+{
+    size_t before = extra_of(large);
+    large->mapping_count = count;
+    __atomic_add_fetch(&extra_mappings, extra_of(large) - before, __ATOMIC_RELAXED);
+}
+
+/* A head that added extra (extra_of) is gone: unmapped, or part of
+ * another mapping now. */
+static void forget_extra(size_t extra)
+{
+    __atomic_sub_fetch(&extra_mappings, extra, __ATOMIC_RELAXED);
+}
+
 static void forget_starts(struct hak_large *large)
 {
-    large->mapping_count = HAK_LARGE_STARTS_UNKNOWN;
+    set_mapping_count(large, HAK_LARGE_STARTS_UNKNOWN);
 }
 
 /* A kernel mapping of large may start at page (none does at its head). */
@@ -132,7 +167,7 @@ static void add_start(struct hak_large *large, size_t page)
     memmove(&large->mapping_starts[i + 1], &large->mapping_starts[i],
             (count - i) * sizeof(large->mapping_starts[0]));
     large->mapping_starts[i] = (uint32_t)page;
-    large->mapping_count = (uint8_t)(count + 1);
+    set_mapping_count(large, (uint8_t)(count + 1));
 }
 
 /* No mapping starts after page first and before end any more (a range
@@ -147,7 +182,7 @@ static void drop_starts_between(struct hak_large *large, size_t first, size_t en
         if (start <= first || start >= end)
             large->mapping_starts[kept++] = start;
     }
-    large->mapping_count = (uint8_t)kept;
+    set_mapping_count(large, (uint8_t)kept);
 }
 
 /* A mapping's starts, apart from it (move_pages reads them after its head
@@ -198,6 +233,7 @@ static void unmap(struct hak_large *large)
     size_t total = large->head.map_size;
     hak_stat_node_map(large->head.node, -(int64_t)total);
     hak_page_map_clear(large, total);
+    forget_extra(extra_of(large));
     hak_os_unmap(large, total);
 }
 
@@ -351,6 +387,7 @@ static void merge(struct hak_large *large, struct hak_large *next)
     bool prefix = fully_touched(large);
     hak_page_map_set(next, next_size, &large->head); /* the units' tables exist */
     struct starts starts = starts_of(next);
+    forget_extra(extra_of(next));
     size_t at = large->head.map_size / HAK_PAGE_SIZE;
     set_size(large, large->head.map_size + next_size);
     add_starts_of(large, at, &starts, 0, next_size / HAK_PAGE_SIZE);
@@ -439,16 +476,31 @@ static void note_miss(unsigned node, size_t bytes)
     pthread_mutex_unlock(lock_of(cache));
 }
 
-/* Whether fill may move a cached mapping's pages: a kernel before 6.17
- * refuses a move of more than one of its mappings only after it unmapped
- * the destination, a hole in the block being filled until hak_os_move
- * maps it again, so there they move one mapping at a time (move_pages),
- * where the mapping knows where its mappings start.  A refusal for any
- * reason makes that unknown (the program may have split it, with madvise
- * or mbind on part of it). */
-static bool movable(const struct hak_large *piece)
+/* Whether mappings more kernel mappings fit in large's count. */
+static bool room_for(const struct hak_large *large, unsigned mappings)
 {
-    return starts_known(piece) || hak_os_moves_over_mappings();
+    return starts_known(large) && large->mapping_count + mappings <= HAK_LARGE_MAPPING_STARTS;
+}
+
+/* Whether fill may move pages of piece, a cached mapping, into large:
+ * where both know where their mappings start, and large and
+ * extra_mappings have room for piece's and the two that the pages' ends
+ * may start.  A kernel before 6.17 refuses a move of more than one of its
+ * mappings only after it unmapped the destination, a hole in the block
+ * being filled until hak_os_move maps it again, so there they move one
+ * mapping at a time (move_pages).  A refusal for any reason makes a
+ * mapping's starts unknown (the program may have split it, with madvise
+ * or mbind on part of it). */
+static bool movable_into(const struct hak_large *piece, const struct hak_large *large)
+{
+    return starts_known(piece) && room_for(large, piece->mapping_count + 2u) &&
+           __atomic_load_n(&extra_mappings, __ATOMIC_RELAXED) + 2 <= EXTRA_MAPPINGS_MAX;
+}
+
+/* Whether fill may move the pages of some cached mapping into large. */
+static bool takes_pieces(const struct hak_large *large)
+{
+    return room_for(large, 2);
 }
 
 /* Whether extend may move a live block whole: one of its mappings at a
@@ -570,7 +622,7 @@ static void fill(struct hak_large *large, size_t from, size_t to)
         pthread_mutex_lock(lock_of(cache));
         for (unsigned i = 0; i < cache->count; i++) {
             size_t size = cache->slots[i]->head.map_size;
-            if (!movable(cache->slots[i]))
+            if (!movable_into(cache->slots[i], large))
                 continue;
             if (size <= gap && (!piece || size > piece->head.map_size)) {
                 piece = cache->slots[i];
@@ -605,6 +657,7 @@ static void fill(struct hak_large *large, size_t from, size_t to)
             break;
         }
         size_t size = piece->head.map_size;
+        size_t piece_extra = extra_of(piece);
         hak_page_map_clear(piece, size);
         size_t left =
             move_pages(piece, 0, size / HAK_PAGE_SIZE, large, (char *)large + filled, true) *
@@ -615,6 +668,7 @@ static void fill(struct hak_large *large, size_t from, size_t to)
             put_back(cache, piece);
             break;
         }
+        forget_extra(piece_extra); /* large took its starts (move_pages) */
         filled += size;
     }
     if (filled < to)
@@ -734,7 +788,11 @@ static struct hak_large *reuse(unsigned node, size_t total, bool may_grow)
             best = large;
             best_at = i;
         }
-        if (!biggest || size > biggest->head.map_size) {
+        /* To grow, the biggest that fill can still move pages into; one
+         * that it cannot only where all are such (each would fault in
+         * what it lacks, while the pages cached stay). */
+        if (!biggest || (takes_pieces(large) && !takes_pieces(biggest)) ||
+            (size > biggest->head.map_size && takes_pieces(large) == takes_pieces(biggest))) {
             biggest = large;
             biggest_at = i;
         }

@@ -29,7 +29,8 @@ UNIT_TESTS = \
 	tests/unit/test_free_memory_reported \
 	tests/unit/test_os_map \
 	tests/unit/test_startup_reads \
-	tests/unit/test_old_kernel_moves
+	tests/unit/test_old_kernel_moves \
+	tests/unit/test_large_mappings
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 
@@ -65,6 +66,11 @@ tests_unit_test_old_kernel_moves_SOURCES = tests/unit/test_old_kernel_moves.c te
 tests_unit_test_old_kernel_moves_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_old_kernel_moves_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_old_kernel_moves_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_large_mappings_SOURCES = tests/unit/test_large_mappings.c tests/unit/unit.h
+tests_unit_test_large_mappings_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_large_mappings_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_large_mappings_LDADD = $(UNIT_LDADD)
 
 tests_unit_test_slab_SOURCES = tests/unit/test_slab.c tests/unit/unit.h
 tests_unit_test_slab_CPPFLAGS = $(UNIT_CPPFLAGS)
