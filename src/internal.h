@@ -369,6 +369,9 @@ _Static_assert(__builtin_offsetof(struct hak_arena_chunk, page_slab) ==
                "page table offset");
 
 #define HAK_LARGE_MAPPING_STARTS 62
+/* The kernel mappings past one each that fill stops moving pages at, all
+ * large mappings together (arena/large.c). */
+#define HAK_LARGE_EXTRA_MAPPINGS_MAX 1024
 #define HAK_LARGE_STARTS_UNKNOWN UINT8_MAX
 
 struct hak_large {

@@ -35,6 +35,7 @@ static const char *const counter_names[HAK_STAT_COUNT] = {
     [HAK_STAT_LARGE_LIVE_MAPPED] = "large_in_use_mapped",
     [HAK_STAT_LARGE_LIVE_USABLE] = "large_in_use_usable",
     [HAK_STAT_NODE_BLOCK_BYTES] = "node_block_bytes",
+    [HAK_STAT_LARGE_EXTRA_MAPPINGS] = "large_extra_mappings",
 };
 
 /* The first class from cls on that served or sent home a block, with its

@@ -103,23 +103,24 @@ static void set_size(struct hak_large *large, size_t map_size)
 
 /* The kernel mappings past one a mapping that every node's large mappings
  * hold together (their starts, HAK_LARGE_MAPPING_STARTS for one whose
- * starts are unknown): pages moved in land as a mapping of their own,
- * which merges with no neighbour while they live, and the kernel counts
- * mappings against vm.max_map_count (65530 by default) with the
- * program's own; fork copies each.  fill moves no pages that could take
- * them past this many, nor a mapping past HAK_LARGE_MAPPING_STARTS: with
+ * starts are unknown), the statistics' large_extra_mappings: pages moved
+ * in land as a mapping of their own, which merges with no neighbour while
+ * they live, and the kernel counts mappings against vm.max_map_count
+ * (65530 by default) with the program's own; fork copies each.  fill moves
+ * no pages once they reach HAK_LARGE_EXTRA_MAPPINGS_MAX, nor into a mapping
+ * that would then have more than HAK_LARGE_MAPPING_STARTS; no merge or
+ * growth takes a mapping past that either, so that its starts stay known
+ * but where a move was refused or realloc grew a live block.  With
  * neither bound, large_blocks held a mapping more every four steps, 6.6k
  * after 40000. */
-#define EXTRA_MAPPINGS_MAX 1024
-static size_t extra_mappings; /* atomic */
 
 static bool starts_known(const struct hak_large *large)
 {
     return large->mapping_count != HAK_LARGE_STARTS_UNKNOWN;
 }
 
-/* What large adds to extra_mappings: none at level 2, whose guard page
- * splits every mapping, which is reused whole and never moves. */
+/* What large adds to large_extra_mappings: none at level 2, whose guard
+ * page splits every mapping, which is reused whole and never moves. */
 static size_t extra_of(const struct hak_large *large)
 {
     if (hak_harden.guard_bytes)
@@ -131,19 +132,32 @@ static void set_mapping_count(struct hak_large *large, uint8_t count)
 {
     size_t before = extra_of(large);
     large->mapping_count = count;
-    __atomic_add_fetch(&extra_mappings, extra_of(large) - before, __ATOMIC_RELAXED);
+    hak_stat_gauge(HAK_STAT_LARGE_EXTRA_MAPPINGS, (int64_t)extra_of(large) - (int64_t)before);
 }
 
 /* A head that added extra (extra_of) is gone: unmapped, or part of
  * another mapping now. */
 static void forget_extra(size_t extra)
 {
-    __atomic_sub_fetch(&extra_mappings, extra, __ATOMIC_RELAXED);
+    hak_stat_gauge(HAK_STAT_LARGE_EXTRA_MAPPINGS, -(int64_t)extra);
 }
 
 static void forget_starts(struct hak_large *large)
 {
     set_mapping_count(large, HAK_LARGE_STARTS_UNKNOWN);
+}
+
+/* Whether mappings more kernel mappings fit in large's count. */
+static bool room_for(const struct hak_large *large, unsigned mappings)
+{
+    return starts_known(large) && large->mapping_count + mappings <= HAK_LARGE_MAPPING_STARTS;
+}
+
+/* Whether large may take next, the cached mapping after it, its starts
+ * known still. */
+static bool mergeable(const struct hak_large *large, const struct hak_large *next)
+{
+    return starts_known(next) && room_for(large, next->mapping_count + 1u);
 }
 
 /* A kernel mapping of large may start at page (none does at its head). */
@@ -441,7 +455,7 @@ static void absorb_neighbours(struct hak_large *large, size_t total)
     pthread_mutex_lock(lock_of(cache));
     while (large->head.map_size < total) {
         int i = find_at(cache, (char *)large + large->head.map_size);
-        if (i < 0)
+        if (i < 0 || !mergeable(large, cache->slots[i]))
             break;
         struct hak_large *next = cache->slots[i];
         remove_slot(cache, (unsigned)i);
@@ -476,31 +490,31 @@ static void note_miss(unsigned node, size_t bytes)
     pthread_mutex_unlock(lock_of(cache));
 }
 
-/* Whether mappings more kernel mappings fit in large's count. */
-static bool room_for(const struct hak_large *large, unsigned mappings)
+/* Whether fill may move more pages at all. */
+static bool room_for_extra(void)
 {
-    return starts_known(large) && large->mapping_count + mappings <= HAK_LARGE_MAPPING_STARTS;
+    return hak_stat_read(HAK_STAT_LARGE_EXTRA_MAPPINGS) + 2 <= HAK_LARGE_EXTRA_MAPPINGS_MAX;
 }
 
 /* Whether fill may move pages of piece, a cached mapping, into large:
- * where both know where their mappings start, and large and
- * extra_mappings have room for piece's and the two that the pages' ends
- * may start.  A kernel before 6.17 refuses a move of more than one of its
- * mappings only after it unmapped the destination, a hole in the block
- * being filled until hak_os_move maps it again, so there they move one
- * mapping at a time (move_pages).  A refusal for any reason makes a
- * mapping's starts unknown (the program may have split it, with madvise
- * or mbind on part of it). */
+ * where both know where their mappings start, and large has room for
+ * piece's and the two that the pages' ends may start.  A kernel before
+ * 6.17 refuses a move of more than one of its mappings only after it
+ * unmapped the destination, a hole in the block being filled until
+ * hak_os_move maps it again, so there they move one mapping at a time
+ * (move_pages).  A refusal for any reason makes a mapping's starts
+ * unknown (the program may have split it, with madvise or mbind on part
+ * of it). */
 static bool movable_into(const struct hak_large *piece, const struct hak_large *large)
 {
-    return starts_known(piece) && room_for(large, piece->mapping_count + 2u) &&
-           __atomic_load_n(&extra_mappings, __ATOMIC_RELAXED) + 2 <= EXTRA_MAPPINGS_MAX;
+    return starts_known(piece) && room_for(large, piece->mapping_count + 2u);
 }
 
-/* Whether fill may move the pages of some cached mapping into large. */
+/* Whether large may grow and fill may move pages into what it gains: the
+ * mapping after it starts one (extend), the pages moved two. */
 static bool takes_pieces(const struct hak_large *large)
 {
-    return room_for(large, 2);
+    return room_for(large, 3);
 }
 
 /* Whether extend may move a live block whole: one of its mappings at a
@@ -615,7 +629,7 @@ static void fill(struct hak_large *large, size_t from, size_t to)
     unsigned node = large->head.node;
     struct large_cache *cache = &caches[node];
     size_t filled = from;
-    while (filled < to && __atomic_load_n(&cache->count, __ATOMIC_RELAXED)) {
+    while (filled < to && __atomic_load_n(&cache->count, __ATOMIC_RELAXED) && room_for_extra()) {
         struct hak_large *piece = NULL, *bigger = NULL;
         int found = -1, bigger_at = -1;
         size_t gap = to - filled;
@@ -772,7 +786,7 @@ static struct hak_large *reuse(unsigned node, size_t total, bool may_grow)
     if (!__atomic_load_n(&cache->count, __ATOMIC_RELAXED))
         return NULL;
     struct hak_large *best = NULL, *biggest = NULL;
-    unsigned best_at = 0, biggest_at = 0;
+    unsigned best_at = 0, biggest_at = 0, biggest_rank = 0;
     struct hak_large *evicted[CACHE_SLOTS + 1];
     pthread_mutex_lock(lock_of(cache));
     unsigned evictions = trim(cache, hak_os_now_ms(), 0, evicted);
@@ -790,17 +804,22 @@ static struct hak_large *reuse(unsigned node, size_t total, bool may_grow)
         }
         /* To grow, the biggest that fill can still move pages into; one
          * that it cannot only where all are such (each would fault in
-         * what it lacks, while the pages cached stay). */
-        if (!biggest || (takes_pieces(large) && !takes_pieces(biggest)) ||
-            (size > biggest->head.map_size && takes_pieces(large) == takes_pieces(biggest))) {
+         * what it lacks, while the pages cached stay), and none that
+         * growing would take past HAK_LARGE_MAPPING_STARTS. */
+        unsigned rank = takes_pieces(large) ? 2 : room_for(large, 1) ? 1 : 0;
+        if (rank > biggest_rank ||
+            (rank && rank == biggest_rank && size > biggest->head.map_size)) {
             biggest = large;
             biggest_at = i;
+            biggest_rank = rank;
         }
     }
     if (best) {
         remove_slot(cache, best_at);
         size_t cut = round_to_chunk(total);
-        if (!whole && best->head.map_size >= cut + HAK_CHUNK_SIZE) {
+        /* One whose starts are unknown is handed out whole: both parts
+         * would count as many mappings as it does (extra_of). */
+        if (!whole && starts_known(best) && best->head.map_size >= cut + HAK_CHUNK_SIZE) {
             struct hak_large *rest = split_tail(best, cut);
             if (rest)
                 insert(cache, rest);
@@ -943,7 +962,7 @@ void hak_large_free(struct hak_large *large, void *ptr)
     pthread_mutex_lock(lock_of(cache));
     /* Coalesced with its cached neighbours, as one mapping to split again. */
     int next = hak_harden.guard_bytes ? -1 : find_at(cache, (char *)large + large->head.map_size);
-    if (next >= 0) {
+    if (next >= 0 && mergeable(large, cache->slots[next])) {
         struct hak_large *after = cache->slots[next];
         remove_slot(cache, (unsigned)next);
         merge(large, after);
@@ -951,6 +970,8 @@ void hak_large_free(struct hak_large *large, void *ptr)
     for (unsigned i = 0; i < cache->count && !hak_harden.guard_bytes; i++) {
         struct hak_large *before = cache->slots[i];
         if ((char *)before + before->head.map_size == (char *)large) {
+            if (!mergeable(before, large))
+                break;
             remove_slot(cache, i);
             merge(before, large);
             before->freed_ms = now;
