@@ -371,7 +371,7 @@ _Static_assert(__builtin_offsetof(struct hak_arena_chunk, page_slab) ==
 #define HAK_LARGE_MAPPING_STARTS 62
 /* The kernel mappings past one each that fill stops moving pages at, all
  * large mappings together (arena/large.c). */
-#define HAK_LARGE_EXTRA_MAPPINGS_MAX 1024
+#define HAK_LARGE_EXTRA_MAPPINGS_MAX 2048
 #define HAK_LARGE_STARTS_UNKNOWN UINT8_MAX
 
 struct hak_large {
@@ -389,10 +389,11 @@ struct hak_large {
      * range over several (os.h), so that its pages move one mapping at a
      * time (arena/large.c).  fill moves no pages into a mapping past this
      * many (each lands as a kernel mapping of its own, against
-     * vm.max_map_count).  HAK_LARGE_STARTS_UNKNOWN: more than there is room
-     * for (neighbours merged, a move to grow), or a move was refused (the
-     * program may have split it, with madvise or mbind on part of it):
-     * fill moves none of its pages, nor any into it. */
+     * vm.max_map_count), nor does a merge take it past them.
+     * HAK_LARGE_STARTS_UNKNOWN: a live block that realloc grew past them,
+     * or a move was refused (the program may have split it, with madvise
+     * or mbind on part of it): fill moves none of its pages, nor any into
+     * it, and it is neither split nor merged. */
     uint8_t mapping_count;
     uint32_t mapping_starts[HAK_LARGE_MAPPING_STARTS];
 };

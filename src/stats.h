@@ -27,8 +27,9 @@ enum hak_stat {
     HAK_STAT_LARGE_LIVE_MAPPED, /* their bytes mapped */
     HAK_STAT_LARGE_LIVE_USABLE, /* their bytes usable */
     HAK_STAT_NODE_BLOCK_BYTES,  /* hak_malloc_onnode's blocks, by pages */
-    /* Kernel mappings the large mappings hold past one each: pages moved
-     * in (arena/large.c, extra_of). */
+    /* Kernel mappings the large mappings may hold past one each: where
+     * pages moved in, neighbours merged or growth start one, 62 for a
+     * mapping whose starts are unknown (arena/large.c, extra_of). */
     HAK_STAT_LARGE_EXTRA_MAPPINGS,
     HAK_STAT_COUNT,
 };

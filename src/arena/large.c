@@ -101,19 +101,6 @@ static void set_size(struct hak_large *large, size_t map_size)
 
 /* ---- where a mapping's kernel mappings start (struct hak_large) ---- */
 
-/* The kernel mappings past one a mapping that every node's large mappings
- * hold together (their starts, HAK_LARGE_MAPPING_STARTS for one whose
- * starts are unknown), the statistics' large_extra_mappings: pages moved
- * in land as a mapping of their own, which merges with no neighbour while
- * they live, and the kernel counts mappings against vm.max_map_count
- * (65530 by default) with the program's own; fork copies each.  fill moves
- * no pages once they reach HAK_LARGE_EXTRA_MAPPINGS_MAX, nor into a mapping
- * that would then have more than HAK_LARGE_MAPPING_STARTS; no merge or
- * growth takes a mapping past that either, so that its starts stay known
- * but where a move was refused or realloc grew a live block.  With
- * neither bound, large_blocks held a mapping more every four steps, 6.6k
- * after 40000. */
-
 static bool starts_known(const struct hak_large *large)
 {
     return large->mapping_count != HAK_LARGE_STARTS_UNKNOWN;
@@ -153,11 +140,29 @@ static bool room_for(const struct hak_large *large, unsigned mappings)
     return starts_known(large) && large->mapping_count + mappings <= HAK_LARGE_MAPPING_STARTS;
 }
 
-/* Whether large may take next, the cached mapping after it, its starts
- * known still. */
-static bool mergeable(const struct hak_large *large, const struct hak_large *next)
+/* The kernel mappings past one a mapping that every node's large mappings
+ * hold together (their starts, HAK_LARGE_MAPPING_STARTS for one whose
+ * starts are unknown) are the statistics' large_extra_mappings: pages
+ * moved in land as a mapping of their own, which merges with no neighbour
+ * while they live, and the kernel counts mappings against
+ * vm.max_map_count (65530 by default) with the program's own; fork copies
+ * each.  With no bound, large_blocks held a mapping more every four
+ * steps, 6.6k after 40000.  Whether they have room for what one step adds
+ * (a piece fill moves: two; a merge or a growth: one), so that fill, the
+ * merges of cached neighbours and a cached mapping's growth keep them
+ * within HAK_LARGE_EXTRA_MAPPINGS_MAX.  Only a live block that realloc
+ * grows, and a refused move (unknown starts), may add past it. */
+static bool room_for_extra(void)
 {
-    return starts_known(next) && room_for(large, next->mapping_count + 1u);
+    return hak_stat_read(HAK_STAT_LARGE_EXTRA_MAPPINGS) + 2 <= HAK_LARGE_EXTRA_MAPPINGS_MAX;
+}
+
+/* Whether large may take next, the cached mapping after it, and later
+ * more starts of its own, its starts known still. */
+static bool mergeable(const struct hak_large *large, const struct hak_large *next, unsigned later)
+{
+    return starts_known(next) && room_for(large, next->mapping_count + 1u + later) &&
+           room_for_extra();
 }
 
 /* A kernel mapping of large may start at page (none does at its head). */
@@ -455,7 +460,8 @@ static void absorb_neighbours(struct hak_large *large, size_t total)
     pthread_mutex_lock(lock_of(cache));
     while (large->head.map_size < total) {
         int i = find_at(cache, (char *)large + large->head.map_size);
-        if (i < 0 || !mergeable(large, cache->slots[i]))
+        /* extend starts a mapping after what large took. */
+        if (i < 0 || !mergeable(large, cache->slots[i], 1))
             break;
         struct hak_large *next = cache->slots[i];
         remove_slot(cache, (unsigned)i);
@@ -488,12 +494,6 @@ static void note_miss(unsigned node, size_t bytes)
         growth = peak - peak / 4;
     __atomic_store_n(&cache->missed_growth, growth, __ATOMIC_RELAXED);
     pthread_mutex_unlock(lock_of(cache));
-}
-
-/* Whether fill may move more pages at all. */
-static bool room_for_extra(void)
-{
-    return hak_stat_read(HAK_STAT_LARGE_EXTRA_MAPPINGS) + 2 <= HAK_LARGE_EXTRA_MAPPINGS_MAX;
 }
 
 /* Whether fill may move pages of piece, a cached mapping, into large:
@@ -778,8 +778,8 @@ static struct hak_large *extend(struct hak_large *large, size_t total, size_t ah
 
 /* A mapping of at least total bytes made of what node keeps: the smallest
  * that fits, less the whole 2 MiB units it does not need (kept for later);
- * else the biggest, grown (zeroed blocks excepted, whose every page would
- * then be written). */
+ * else the biggest that may grow, grown (zeroed blocks excepted, whose
+ * every page would then be written). */
 static struct hak_large *reuse(unsigned node, size_t total, bool may_grow)
 {
     struct large_cache *cache = &caches[node];
@@ -794,10 +794,14 @@ static struct hak_large *reuse(unsigned node, size_t total, bool may_grow)
     bool whole = hak_harden.guard_bytes;
     if (whole)
         may_grow = false;
+    bool grow_room = room_for_extra();
     for (unsigned i = 0; i < cache->count; i++) {
         struct hak_large *large = cache->slots[i];
         size_t size = large->head.map_size;
-        if (size >= total && (!whole || size - total <= total / 4) &&
+        /* One whose starts are unknown is not split either: both parts
+         * would count as many mappings as it does (extra_of). */
+        bool splits = !whole && starts_known(large);
+        if (size >= total && (splits || size - total <= total / 4) &&
             (!best || size < best->head.map_size)) {
             best = large;
             best_at = i;
@@ -806,7 +810,7 @@ static struct hak_large *reuse(unsigned node, size_t total, bool may_grow)
          * that it cannot only where all are such (each would fault in
          * what it lacks, while the pages cached stay), and none that
          * growing would take past HAK_LARGE_MAPPING_STARTS. */
-        unsigned rank = takes_pieces(large) ? 2 : room_for(large, 1) ? 1 : 0;
+        unsigned rank = !grow_room ? 0 : takes_pieces(large) ? 2 : room_for(large, 1) ? 1 : 0;
         if (rank > biggest_rank ||
             (rank && rank == biggest_rank && size > biggest->head.map_size)) {
             biggest = large;
@@ -817,14 +821,12 @@ static struct hak_large *reuse(unsigned node, size_t total, bool may_grow)
     if (best) {
         remove_slot(cache, best_at);
         size_t cut = round_to_chunk(total);
-        /* One whose starts are unknown is handed out whole: both parts
-         * would count as many mappings as it does (extra_of). */
         if (!whole && starts_known(best) && best->head.map_size >= cut + HAK_CHUNK_SIZE) {
             struct hak_large *rest = split_tail(best, cut);
             if (rest)
                 insert(cache, rest);
         }
-    } else if (may_grow && biggest) { /* none, when trim took them all */
+    } else if (may_grow && biggest) { /* none, when trim took them all or none may grow */
         remove_slot(cache, biggest_at);
     }
     pthread_mutex_unlock(lock_of(cache));
@@ -911,7 +913,8 @@ void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed)
     large->offset = offset;
     large->usable = total - offset - guard;
     large->reusable = reusable;
-    /* A guard page splits the mapping, and such blocks are reused whole. */
+    /* A guard page splits the mapping, and such blocks are reused whole.
+     * Either count adds nothing to large_extra_mappings (extra_of). */
     large->mapping_count = guard ? HAK_LARGE_STARTS_UNKNOWN : 0;
     if (guard)
         hak_os_guard((char *)large + total - guard, guard);
@@ -962,7 +965,7 @@ void hak_large_free(struct hak_large *large, void *ptr)
     pthread_mutex_lock(lock_of(cache));
     /* Coalesced with its cached neighbours, as one mapping to split again. */
     int next = hak_harden.guard_bytes ? -1 : find_at(cache, (char *)large + large->head.map_size);
-    if (next >= 0 && mergeable(large, cache->slots[next])) {
+    if (next >= 0 && mergeable(large, cache->slots[next], 0)) {
         struct hak_large *after = cache->slots[next];
         remove_slot(cache, (unsigned)next);
         merge(large, after);
@@ -970,7 +973,7 @@ void hak_large_free(struct hak_large *large, void *ptr)
     for (unsigned i = 0; i < cache->count && !hak_harden.guard_bytes; i++) {
         struct hak_large *before = cache->slots[i];
         if ((char *)before + before->head.map_size == (char *)large) {
-            if (!mergeable(before, large))
+            if (!mergeable(before, large, 0))
                 break;
             remove_slot(cache, i);
             merge(before, large);
