@@ -369,8 +369,9 @@ _Static_assert(__builtin_offsetof(struct hak_arena_chunk, page_slab) ==
                "page table offset");
 
 #define HAK_LARGE_MAPPING_STARTS 62
-/* The kernel mappings past one each that fill stops moving pages at, all
- * large mappings together (arena/large.c). */
+/* The kernel mappings past one each, all large mappings together, at
+ * which fill stops moving pages, and cached mappings stop merging and
+ * growing (arena/large.c, room_for_extra). */
 #define HAK_LARGE_EXTRA_MAPPINGS_MAX 2048
 #define HAK_LARGE_STARTS_UNKNOWN UINT8_MAX
 

@@ -808,8 +808,9 @@ static struct hak_large *reuse(unsigned node, size_t total, bool may_grow)
         }
         /* To grow, the biggest that fill can still move pages into; one
          * that it cannot only where all are such (each would fault in
-         * what it lacks, while the pages cached stay), and none that
-         * growing would take past HAK_LARGE_MAPPING_STARTS. */
+         * what it lacks, while the pages cached stay); none that growing
+         * would take past HAK_LARGE_MAPPING_STARTS, and none at all where
+         * the count has no room (grow_room). */
         unsigned rank = !grow_room ? 0 : takes_pieces(large) ? 2 : room_for(large, 1) ? 1 : 0;
         if (rank > biggest_rank ||
             (rank && rank == biggest_rank && size > biggest->head.map_size)) {
