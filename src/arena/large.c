@@ -776,6 +776,15 @@ static struct hak_large *extend(struct hak_large *large, size_t total, size_t ah
     return large;
 }
 
+/* Whether reuse may cut large, which fits a request, to the request's 2
+ * MiB units: not at level 2, whose guard page ends every mapping, nor one
+ * whose starts are unknown (both parts would count as many mappings as it
+ * does, extra_of).  Such a mapping is handed out whole. */
+static bool splittable(const struct hak_large *large)
+{
+    return !hak_harden.guard_bytes && starts_known(large);
+}
+
 /* A mapping of at least total bytes made of what node keeps: the smallest
  * that fits, less the whole 2 MiB units it does not need (kept for later);
  * else the biggest that may grow, grown (zeroed blocks excepted, whose
@@ -791,17 +800,14 @@ static struct hak_large *reuse(unsigned node, size_t total, bool may_grow)
     pthread_mutex_lock(lock_of(cache));
     unsigned evictions = trim(cache, hak_os_now_ms(), 0, evicted);
     /* Level 2's guard page ends every mapping: they are reused whole. */
-    bool whole = hak_harden.guard_bytes;
-    if (whole)
+    if (hak_harden.guard_bytes)
         may_grow = false;
     bool grow_room = room_for_extra();
     for (unsigned i = 0; i < cache->count; i++) {
         struct hak_large *large = cache->slots[i];
         size_t size = large->head.map_size;
-        /* One whose starts are unknown is not split either: both parts
-         * would count as many mappings as it does (extra_of). */
-        bool splits = !whole && starts_known(large);
-        if (size >= total && (splits || size - total <= total / 4) &&
+        /* One handed out whole only where it fits within a quarter. */
+        if (size >= total && (splittable(large) || size - total <= total / 4) &&
             (!best || size < best->head.map_size)) {
             best = large;
             best_at = i;
@@ -822,7 +828,7 @@ static struct hak_large *reuse(unsigned node, size_t total, bool may_grow)
     if (best) {
         remove_slot(cache, best_at);
         size_t cut = round_to_chunk(total);
-        if (!whole && starts_known(best) && best->head.map_size >= cut + HAK_CHUNK_SIZE) {
+        if (splittable(best) && best->head.map_size >= cut + HAK_CHUNK_SIZE) {
             struct hak_large *rest = split_tail(best, cut);
             if (rest)
                 insert(cache, rest);

@@ -50,6 +50,11 @@ static unsigned count_mappings(void)
     return lines;
 }
 
+static bool tagged_page(size_t page, size_t pages)
+{
+    return page % CHECK_EVERY == 0 || page == pages - 1;
+}
+
 struct block {
     uint64_t *words;
     size_t size;
@@ -65,7 +70,7 @@ static void fill_block(struct block *b, size_t size, uint64_t tag)
     b->tag = tag;
     size_t pages = (size + HAK_PAGE_SIZE - 1) / HAK_PAGE_SIZE;
     for (size_t page = 0; page < pages; page++)
-        if (page % CHECK_EVERY == 0 || page == pages - 1)
+        if (tagged_page(page, pages))
             b->words[page * HAK_PAGE_SIZE / sizeof(uint64_t)] = tag + page * HAK_PAGE_SIZE;
 }
 
@@ -73,7 +78,7 @@ static void free_block(struct block *b)
 {
     size_t pages = (b->size + HAK_PAGE_SIZE - 1) / HAK_PAGE_SIZE;
     for (size_t page = 0; page < pages; page++) {
-        if (page % CHECK_EVERY && page != pages - 1)
+        if (!tagged_page(page, pages))
             continue;
         size_t at = page * HAK_PAGE_SIZE;
         uint64_t word = b->words[at / sizeof(uint64_t)];
