@@ -161,15 +161,28 @@ static void evict_oldest(struct hot_span_box *box, struct hak_slab **evicted)
     *evicted = span;
 }
 
+/* How recently the spans a squeeze evicts were freed, and how recent the
+ * squeeze, for a miss to grow the budget: a sixteenth of HAKMEM_DECAY_MS,
+ * its own fraction (the window staleness had before it went to a
+ * sixty-fourth, which left the budget's growth alone).  Spans stale (a
+ * sixty-fourth) but freed within it count: bench/phases with no pauses
+ * takes its Mid spans back every 60-80 ms, which the box, squeezed of
+ * stale spans only, never grew for, while it faulted in a third of them
+ * every round (265k faults in 100 rounds; 32k with the budget doubled
+ * once, the same peak RSS). */
+#define SQUEEZE_WINDOW_FRACTION 16
+
 /* Unlinks what is older than max_age_ms, then, but at a discard, what is
  * over budget; the caller decommits it unlocked.  Times are read before
  * the lock, so an entry may be newer than now.  Spans idle for the whole
  * decay take a doubling of the budget with them: the program no longer
- * needs that much.  Young spans a put or a take sends away for want of
- * room mark the box squeezed (grow_after_miss), unless the halving just
- * now made the room short; stale ones do not: nothing was about to take
- * them, and a discard's excess, evicted at the next put or take, would
- * have doubled the budget at the next miss. */
+ * needs that much.  Spans freed within the squeeze window that a put or
+ * a take sends away for want of room mark the box squeezed
+ * (grow_after_miss), unless the halving just now made the room short;
+ * older ones do not: nothing was about to take them.  A discard's spans
+ * count too, though put stale: what a discard leaves over the budget,
+ * evicted at the next put or take, is what the program took back next in
+ * bench/phases. */
 static struct hak_slab *collect_evictions(struct hot_span_box *box, uint64_t now,
                                           uint64_t max_age_ms, enum eviction_cause cause)
 {
@@ -195,10 +208,10 @@ static struct hak_slab *collect_evictions(struct hot_span_box *box, uint64_t now
      * (release_stale), or within the decay (release_aged). */
     size_t budget = hot_budget(box);
     if (box->bytes > budget && cause != BY_DISCARD) {
-        uint64_t stale_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
+        uint64_t window_ms = hak_options.decay_ms / SQUEEZE_WINDOW_FRACTION;
         bool squeezed = false;
         while (box->oldest && box->bytes > budget / 4 * 3) {
-            squeezed |= !hak_os_aged(now, box->oldest->freed_ms, stale_ms);
+            squeezed |= !hak_os_aged(now, box->oldest->freed_ms, window_ms);
             evict_oldest(box, &evicted);
         }
         if (squeezed && cause == BY_USE && !halved && may_grow(box))
@@ -206,11 +219,6 @@ static struct hak_slab *collect_evictions(struct hot_span_box *box, uint64_t now
     }
     return evicted;
 }
-
-/* How recent a squeeze makes a miss grow the budget: a sixteenth of
- * HAKMEM_DECAY_MS, its own fraction (the window staleness had before it
- * went to a sixty-fourth, which left the budget's growth alone). */
-#define SQUEEZE_WINDOW_FRACTION 16
 
 /* A take found no span: when spans left for want of room in the last
  * SQUEEZE_WINDOW_FRACTION of HAKMEM_DECAY_MS, they would likely have
