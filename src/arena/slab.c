@@ -158,12 +158,12 @@ void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, uint8_t page
     atomic_store_explicit(&slab->owner, owner, memory_order_release);
 }
 
-bool hak_slab_extend(struct hak_slab *slab)
+uint32_t hak_slab_extend(struct hak_slab *slab)
 {
     char *block = slab->carve;
     uint32_t size = slab->block_size;
     if (block + size > slab->end)
-        return false;
+        return 0;
     /* A page's worth, and at least one block: carving writes each block's
      * first word, so a bigger batch would fault in pages nobody asked for
      * (a compiler's first 8 KiB malloc touched 32 pages when big blocks
@@ -174,6 +174,7 @@ bool hak_slab_extend(struct hak_slab *slab)
     void *head = slab->free;
     char *last = block;
     char *next = block + size;
+    uint32_t carved = 1;
     /* Tagged free like a freed block: a free of one never handed out is
      * a double free (block/block_link.h). */
     while (next + size <= limit) {
@@ -181,6 +182,7 @@ bool hak_slab_extend(struct hak_slab *slab)
         hak_block_tag_free(last);
         last = next;
         next += size;
+        carved++;
     }
     hak_link_set_or_end(last, head);
     hak_block_tag_free(last);
@@ -193,7 +195,7 @@ bool hak_slab_extend(struct hak_slab *slab)
                                                           : HAK_PAGES_MID;
     hak_slab_count_pages(slab, (size_t)(block - slab->start), (size_t)(slab->carve - slab->start),
                          bucket);
-    return true;
+    return carved;
 }
 
 void hak_slab_count_pages(struct hak_slab *slab, size_t from, size_t to,

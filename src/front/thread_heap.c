@@ -867,13 +867,16 @@ static struct hak_heap *heap_create(void)
 }
 
 /* The current slab once it has free blocks, moving to another slab when it
- * has none; NULL when the backend has no memory. */
-static struct hak_slab *slab_with_free(struct hak_heap *heap, unsigned cls)
+ * has none; NULL when the backend has no memory.  *carved: how many blocks
+ * it carved where the slab's list was empty, the list then being those
+ * blocks alone, in address order (hak_slab_extend); 0 otherwise. */
+static struct hak_slab *slab_with_free(struct hak_heap *heap, unsigned cls, uint32_t *carved)
 {
     struct hak_slab *slab = heap->cur[cls];
+    *carved = 0;
     for (;;) {
         if (slab != &hak_empty_slab) {
-            if (slab->free || hak_slab_extend(slab) || collect(heap, slab))
+            if (slab->free || (*carved = hak_slab_extend(slab)) || collect(heap, slab))
                 return slab;
             if (slab->queued) {
                 /* Arming it again would queue it twice. */
@@ -896,26 +899,33 @@ static struct hak_slab *slab_with_free(struct hak_heap *heap, unsigned cls)
 }
 
 /* Takes up to want blocks, in the order the slabs hand them out, in front
- * of the list *head; returns how many.  Runs of the slabs' free lists move
- * whole: each block is read once for its link, and only a run's last block
- * is written. */
-static uint32_t take_blocks(struct hak_heap *heap, unsigned cls, uint32_t want, void **head)
+ * of the list *head, from slab (slab_with_free's, with its carved) first;
+ * returns how many.  Runs of the slabs' free lists move whole, and only a
+ * run's last block is written.  Each block is read once for its link, but
+ * in a run just carved: its blocks follow each other, and the run's last
+ * is found by address (bench/phases' small phases read 1.1M such links
+ * again, carved a moment before). */
+static uint32_t take_blocks(struct hak_heap *heap, unsigned cls, struct hak_slab *slab,
+                            uint32_t carved, uint32_t want, void **head)
 {
     void *first = NULL;
     void *last = NULL;
     uint32_t taken = 0;
-    while (taken < want) {
-        struct hak_slab *slab = slab_with_free(heap, cls);
-        if (!slab)
-            break;
+    while (slab) {
         uint32_t room = want - taken;
         void *run = slab->free;
         void *run_last = run;
         void *next;
         uint32_t count = 1;
-        while ((next = hak_link_get(run_last)) && count < room) {
-            run_last = next;
-            count++;
+        if (carved) {
+            count = carved < room ? carved : room;
+            run_last = (char *)run + (size_t)(count - 1) * slab->block_size;
+            next = count < carved ? (char *)run_last + slab->block_size : NULL;
+        } else {
+            while ((next = hak_link_get(run_last)) && count < room) {
+                run_last = next;
+                count++;
+            }
         }
         slab->free = next;
         if (last)
@@ -926,6 +936,9 @@ static uint32_t take_blocks(struct hak_heap *heap, unsigned cls, uint32_t want, 
         slab->used += count;
         heap->stats[cls].blocks_held += count;
         taken += count;
+        if (taken == want)
+            break;
+        slab = slab_with_free(heap, cls, &carved);
     }
     if (last) {
         hak_link_set_or_end(last, *head);
@@ -934,27 +947,24 @@ static uint32_t take_blocks(struct hak_heap *heap, unsigned cls, uint32_t want, 
     return taken;
 }
 
-/* The current slab's whole free list as the cache's blocks, when it holds
+/* The current slab's (slab_with_free's) whole free list as the cache's blocks, when it holds
  * from least to most blocks: it moves without a read of any block, where
  * take_blocks reads each block's link, a cache miss for every block freed a
  * while ago (88% of take_blocks' time in cxx_churn).  Each link is still
  * checked, when malloc pops its block.  The slab's carved blocks are those
  * handed out (used) and those on its list; blocks on the list were written
  * when carved or freed, so no page is touched for the first time.  0 when
- * the list is shorter or longer, or the backend has no memory. */
-static uint32_t take_whole_list(struct hak_heap *heap, unsigned cls, uint32_t least, uint32_t most,
-                                void **head)
+ * the list is shorter or longer. */
+static uint32_t take_whole_list(struct hak_heap *heap, struct hak_slab *slab, uint32_t least,
+                                uint32_t most, void **head)
 {
-    struct hak_slab *slab = slab_with_free(heap, cls);
-    if (!slab)
-        return 0;
     uint32_t listed = (uint32_t)(slab->carve - slab->start) / slab->block_size - slab->used;
     if (listed < least || listed > most)
         return 0;
     *head = slab->free;
     slab->free = NULL;
     slab->used += listed;
-    heap->stats[cls].blocks_held += listed;
+    heap->stats[slab->cls].blocks_held += listed;
     return listed;
 }
 
@@ -1008,12 +1018,13 @@ static void *alloc_checked(struct hak_heap *heap, unsigned cls, size_t size)
         return hak_large_alloc(size, HAK_PAGE_SIZE, heap->node, false);
     heap->stats[fit].refills++;
     void *block = NULL;
-    if (!take_blocks(heap, fit, 1, &block)) {
+    uint32_t carved;
+    struct hak_slab *slab = slab_with_free(heap, fit, &carved);
+    if (!take_blocks(heap, fit, slab, carved, 1, &block)) {
         errno = ENOMEM;
         return NULL;
     }
     heap->thread->allocs[fit]++;
-    struct hak_slab *slab = heap->cur[fit]; /* take_blocks' */
     if (quarantine_pages(slab))
         hak_os_unguard((char *)block + HAK_PAGE_SIZE, slab->block_size - HAK_PAGE_SIZE);
     check_below(heap, slab, block);
@@ -1072,9 +1083,12 @@ static void *refill(struct hak_heap *heap, size_t size, unsigned cls)
     /* A list shorter than the batch is taken with the blocks after it, in
      * the slabs' order; half the cache at most, so that frees find room
      * for as many again. */
-    uint32_t taken = take_whole_list(heap, cls, batch + 1, heap->limit[cls] / 2, &block);
+    uint32_t carved;
+    struct hak_slab *slab = slab_with_free(heap, cls, &carved);
+    uint32_t taken =
+        slab ? take_whole_list(heap, slab, batch + 1, heap->limit[cls] / 2, &block) : 0;
     if (!taken)
-        taken = take_blocks(heap, cls, batch + 1, &block);
+        taken = take_blocks(heap, cls, slab, carved, batch + 1, &block);
     if (!taken) {
         errno = ENOMEM;
         return NULL;
