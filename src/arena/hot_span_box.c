@@ -180,9 +180,12 @@ static void evict_oldest(struct hot_span_box *box, struct hak_slab **evicted)
  * a take sends away for want of room mark the box squeezed
  * (grow_after_miss), unless the halving just now made the room short;
  * older ones do not: nothing was about to take them.  A discard's spans
- * count too, though put stale: what a discard leaves over the budget,
- * evicted at the next put or take, is what the program took back next in
- * bench/phases. */
+ * count too, though put stale (a sixty-fourth of the decay ago, or as old
+ * as the box's oldest: age_prepend), where they leave within the window:
+ * what a discard leaves over the budget, evicted at the next put or take,
+ * is what the program took back next in bench/phases.  Such a squeeze
+ * grows the budget at the next miss of any length, as one of young spans
+ * does. */
 static struct hak_slab *collect_evictions(struct hot_span_box *box, uint64_t now,
                                           uint64_t max_age_ms, enum eviction_cause cause)
 {
