@@ -947,14 +947,14 @@ static uint32_t take_blocks(struct hak_heap *heap, unsigned cls, struct hak_slab
     return taken;
 }
 
-/* The current slab's (slab_with_free's) whole free list as the cache's blocks, when it holds
- * from least to most blocks: it moves without a read of any block, where
- * take_blocks reads each block's link, a cache miss for every block freed a
- * while ago (88% of take_blocks' time in cxx_churn).  Each link is still
- * checked, when malloc pops its block.  The slab's carved blocks are those
- * handed out (used) and those on its list; blocks on the list were written
- * when carved or freed, so no page is touched for the first time.  0 when
- * the list is shorter or longer. */
+/* The whole free list of slab, slab_with_free's, as the cache's blocks,
+ * when it holds from least to most blocks: it moves without a read of any
+ * block, where take_blocks reads each block's link, a cache miss for every
+ * block freed a while ago (88% of take_blocks' time in cxx_churn).  Each
+ * link is still checked, when malloc pops its block.  The slab's carved
+ * blocks are those handed out (used) and those on its list; blocks on the
+ * list were written when carved or freed, so no page is touched for the
+ * first time.  0 when the list is shorter or longer. */
 static uint32_t take_whole_list(struct hak_heap *heap, struct hak_slab *slab, uint32_t least,
                                 uint32_t most, void **head)
 {
