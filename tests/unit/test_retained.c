@@ -468,14 +468,21 @@ enum { SPAN_PAGES = 4, MAX_PUT = 96 };
 static struct hak_slab *fences[MAX_PUT];
 static unsigned fence_count;
 
-static void put_span(void)
+/* A span of SPAN_PAGES pages with a page of the arena before it: a span
+ * put beside another would merge with it. */
+static struct hak_slab *fenced_span(void)
 {
     struct hak_slab *fence = hak_page_arena_alloc(0, 1);
     struct hak_slab *span = hak_page_arena_alloc(0, SPAN_PAGES);
     if (!fence || !span || fence_count == MAX_PUT)
         hard_error("cannot take span %u from the PageArena", fence_count);
     fences[fence_count++] = fence;
-    hak_hot_span_put(span);
+    return span;
+}
+
+static void put_span(void)
+{
+    hak_hot_span_put(fenced_span());
 }
 
 static size_t hot_pages(void)
@@ -580,12 +587,11 @@ static bool grows_after_squeezing_spans_idle(unsigned idle_ms)
     if (count > MOST || fence_count + count + 1 > MAX_PUT)
         hard_error("no room for %u spans", count);
     hak_hot_span_release_all(0);
-    for (unsigned i = 0; i <= count; i++) {
-        fences[fence_count++] = hak_page_arena_alloc(0, 1);
-        spans[i < count ? i : 0] = i < count ? hak_page_arena_alloc(0, SPAN_PAGES) : spans[0];
-        if (!fences[fence_count - 1] || !spans[i < count ? i : 0])
-            hard_error("cannot take span %u from the PageArena", i);
-    }
+    for (unsigned i = 0; i < count; i++)
+        spans[i] = fenced_span();
+    fences[fence_count] = hak_page_arena_alloc(0, 1); /* after the last span */
+    if (!fences[fence_count++])
+        hard_error("cannot take a page from the PageArena");
     for (unsigned i = 0; i + 1 < count; i++)
         hak_hot_span_put(spans[i]);
     unit_sleep_ms(idle_ms);
