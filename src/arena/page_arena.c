@@ -233,11 +233,48 @@ static struct hak_slab *cut_front(struct page_arena *arena, struct hak_slab *spa
     return front;
 }
 
+/* The pages of span past keep, taken by a lend that ran short of them
+ * and never touched, go back to the bins; where span was fresh and no
+ * span was cut after it, the chunk counts them as never handed out, so
+ * that the span cut there next is fresh too, and calloc does not clear
+ * (and fault in) pages that read as zeros.  Whole where no descriptor
+ * could be had. */
+static void give_back_tail(struct hak_slab *span, uint32_t keep)
+{
+    struct hak_slab *tail = hak_span_desc_alloc();
+    if (!tail)
+        return;
+    struct hak_arena_chunk *chunk = chunk_of(span);
+    tail->chunk = span->chunk;
+    tail->node = span->node;
+    tail->first_page = span->first_page + keep;
+    tail->pages = span->pages - keep;
+    tail->start = span->start + (size_t)keep * HAK_PAGE_SIZE;
+    tail->end = tail->start;
+    span->pages = keep;
+    span->end = tail->start;
+    pthread_mutex_lock(lock_of(&arenas[span->node]));
+    if (span->fresh && chunk->handed_out_pages == tail->first_page + tail->pages)
+        __atomic_store_n(&chunk->handed_out_pages, tail->first_page, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(lock_of(&arenas[span->node]));
+    hak_page_arena_free(tail);
+}
+
 struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
 {
+    return hak_page_arena_alloc_up_to(node, pages, pages);
+}
+
+struct hak_slab *hak_page_arena_alloc_up_to(unsigned node, uint32_t pages, uint32_t most)
+{
+    const uint32_t asked = pages;
+    size_t need = (size_t)pages * HAK_PAGE_SIZE - hak_harden.guard_bytes;
     struct page_arena *arena = &arenas[node];
     pthread_mutex_lock(lock_of(arena));
-    struct hak_slab *span = hak_span_bins_fit(&arena->bins, pages);
+    /* A free span that holds most before the shorter ones that hold pages. */
+    struct hak_slab *span = most > pages ? hak_span_bins_fit(&arena->bins, most) : NULL;
+    if (!span)
+        span = hak_span_bins_fit(&arena->bins, pages);
     if (span) {
         bin_remove(arena, span);
         if (span->pages == HAK_ARENA_USABLE_PAGES)
@@ -247,6 +284,10 @@ struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
     }
     if (span) {
         struct hak_slab *whole = span;
+        /* Whole spans of pages pages, and not in huge pages, which a
+         * range moved in would break up. */
+        if (most > pages && !chunk_of(whole)->huge_pages)
+            pages = (whole->pages < most ? whole->pages : most) / pages * pages;
         span = cut_front(arena, whole, pages);
         if (!span)
             bin_insert(arena, whole);
@@ -274,7 +315,7 @@ struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
         hak_shared_pool_release_stale(node);
     } else {
         /* At level 2 the span's last page becomes its guard. */
-        lent = hak_shared_pool_lend(node, span->start, bytes - hak_harden.guard_bytes,
+        lent = hak_shared_pool_lend(node, span->start, bytes - hak_harden.guard_bytes, need,
                                     &chunk->mappings, (char *)chunk);
     }
     /* Not since a decommit, which madvise may refuse (locked pages): since
@@ -283,6 +324,16 @@ struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages)
     span->state = HAK_STATE_NONE;
     span->end = span->start + bytes;
     span->touched_pages = (uint32_t)(lent / HAK_PAGE_SIZE);
+    /* Longer than asked: as many spans of asked pages as the lend filled,
+     * the last one's untouched pages with it (they fault in as a span's
+     * would have without the lend ahead); a partial span left over would
+     * wait in the HotSpanBox for a request no longer than itself. */
+    if (pages > asked) {
+        uint32_t filled = span->touched_pages > asked ? span->touched_pages : asked;
+        uint32_t keep = (filled + asked - 1) / asked * asked;
+        if (keep < pages)
+            give_back_tail(span, keep);
+    }
     return span;
 }
 

@@ -11,6 +11,12 @@
  * pages, chunk and node set and every page mapped to it.  NULL with errno
  * ENOMEM. */
 struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages);
+/* The same, but up to most pages where the free span found holds them, in
+ * a chunk of small pages: the spare SuperSlabs' pages move in at once
+ * (hak_hot_span_take_fresh), and the span keeps as many whole spans of
+ * pages pages as they filled, at least one; the pages past it stay in the
+ * arena, fresh where they were. */
+struct hak_slab *hak_page_arena_alloc_up_to(unsigned node, uint32_t pages, uint32_t most);
 /* Whether ptr, in span (the entry of its page, a span now free: in the
  * HotSpanBox or the arena), lies in pages once handed out.  Lock-free, for
  * naming a fault: the answer may be stale. */

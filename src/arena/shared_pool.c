@@ -461,8 +461,17 @@ static struct hak_superslab *take_lender(struct shared_pool *pool, uint64_t now,
     return ss;
 }
 
-size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, struct hak_mappings *to,
-                            const char *to_base)
+bool hak_shared_pool_may_lend(unsigned node)
+{
+    const struct shared_pool *pool = &pools[node];
+    if (__atomic_load_n(&pool->oldest_spare_ms, __ATOMIC_RELAXED) == NO_SPARES)
+        return false;
+    uint64_t age_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
+    return oldest_may_lend(pool, hak_os_now_ms(), age_ms);
+}
+
+size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, size_t need,
+                            struct hak_mappings *to, const char *to_base)
 {
     struct shared_pool *pool = &pools[node];
     uint64_t oldest = __atomic_load_n(&pool->oldest_spare_ms, __ATOMIC_RELAXED);
@@ -508,7 +517,7 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, struct hak_ma
     /* The rest of dst faults in fresh: stale spares that could not lend
      * leave as they would have without lending (those left by the bound
      * on this call's work stay for the next span). */
-    if (lent < size && lent_from < MAX_RETIRED_BY_CALL && oldest != NO_SPARES &&
+    if (lent < need && lent_from < MAX_RETIRED_BY_CALL && oldest != NO_SPARES &&
         hak_os_aged(now, oldest, age_ms))
         release_older(node, now, age_ms, MAX_RETIRED_BY_CALL);
     return lent;

@@ -40,7 +40,8 @@ void hak_shared_pool_release_stale(unsigned node);
  * the SuperSlab region; one outside leaves too).  A spare lends before it
  * is stale (as above) only in the region; the oldest spare that cannot
  * stops the lending until it is stale, and one the kernel refused a move
- * leaves, however young.  Where they cannot fill dst, the stale spares
+ * leaves, however young.  Where they cannot fill need bytes of dst (the
+ * span's own; the rest is lent ahead, hot_span_box.h), the stale spares
  * left leave as above.  Returns the bytes of dst so filled (with those of
  * a move the kernel refused, which may hold some of the pages: calloc
  * zeroes them), to being the mappings of dst's chunk, at to_base
@@ -49,8 +50,14 @@ void hak_shared_pool_release_stale(unsigned node);
  * page faults for the memory the first left (phases: 46k faults in place
  * of 81k, 0.09 s of system time in place of 0.13), and keeps no more
  * resident than before. */
-size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, struct hak_mappings *to,
-                            const char *to_base);
+size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, size_t need,
+                            struct hak_mappings *to, const char *to_base);
+/* Whether node has a spare that may lend now, as read without the lock.
+ * Whether the kernel lets pages move (hak_os_can_lend, which reads
+ * /proc/self/status) is hak_shared_pool_lend's question, not asked for a
+ * span in huge pages: a short-lived process reads no /proc file
+ * (test_startup_reads). */
+bool hak_shared_pool_may_lend(unsigned node);
 /* malloc_trim: unmaps node's spare SuperSlabs (decommits those in the
  * region) and decommits the pages its free slabs ever handed out; returns
  * the bytes unmapped or decommitted. */

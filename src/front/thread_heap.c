@@ -133,7 +133,7 @@ static struct hak_slab *fresh_slab(struct hak_heap *heap, unsigned cls)
     uint32_t pages = (bytes + hak_harden.guard_bytes) / (uint32_t)HAK_PAGE_SIZE;
     struct hak_slab *span = hak_hot_span_take(heap->node, pages);
     if (!span)
-        span = hak_page_arena_alloc(heap->node, pages);
+        span = hak_hot_span_take_fresh(heap->node, pages);
     if (!span)
         return NULL;
     span->kind = hak_class_is_l25(cls) ? HAK_SLAB_L25 : HAK_SLAB_MID;

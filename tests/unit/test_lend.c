@@ -203,6 +203,124 @@ static void test_span_takes_spare_pages(void)
           "a chunk that took lent pages stayed mapped once wholly free");
 }
 
+/* A fresh Mid span, where a spare may lend, takes a run of its slabs in
+ * one move for itself and the spans after it, which wait in the box: one
+ * mremap costs some 6 us whatever its length, and bench/phases with no
+ * pauses made one of 64 KiB for each fresh span (2180 in 3 rounds). */
+static void test_fresh_spans_lend_ahead(void)
+{
+    enum { SPANS = HAK_LEND_AHEAD_SPANS };
+    if (SPANS > SLABS_PER_SS)
+        hard_error("a SuperSlab of %d slabs cannot lend %d spans ahead", SLABS_PER_SS, SPANS);
+    hak_page_arena_release_free(0);
+    leave_stale_spare(SPANS, SLAB_PAGES);
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    struct hak_slab *spans[SPANS];
+    spans[0] = hak_hot_span_take_fresh(0, SLAB_PAGES);
+    if (!spans[0])
+        hard_error("hak_hot_span_take_fresh(0, %d) failed", SLAB_PAGES);
+    const struct hak_arena_chunk *chunk = spans[0]->chunk;
+    uint64_t held = 0;
+    size_t hot = hak_hot_span_retained(0, &held);
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == (uint64_t)SPANS * HAK_SLAB_SIZE &&
+              chunk->mappings.lent_ranges == 1,
+          "a fresh span took %llu bytes of the spare's in %u moves, not its %d slabs' in one",
+          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent),
+          chunk->mappings.lent_ranges, SPANS);
+    CHECK(spans[0]->pages == SLAB_PAGES && hot == (size_t)(SPANS - 1) * HAK_SLAB_SIZE,
+          "the span has %u pages and the box %zu bytes, not %d and the other %d slabs'",
+          spans[0]->pages, hot, SLAB_PAGES, SPANS - 1);
+    for (unsigned i = 1; i < SPANS; i++) {
+        spans[i] = hak_hot_span_take(0, SLAB_PAGES);
+        if (!spans[i])
+            hard_error("span %u of the run lent ahead was not in the box", i);
+    }
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == (uint64_t)SPANS * HAK_SLAB_SIZE,
+          "the spans after the first took pages of their own");
+    bool clean = true, dirty = true;
+    for (unsigned i = 0; i < SPANS; i++) {
+        for (unsigned p = 0; p < SLAB_PAGES; p++)
+            clean &= page_lent_clean(spans[i]->start + (size_t)p * HAK_PAGE_SIZE,
+                                     (size_t)i * SLAB_PAGES + p);
+        /* calloc zeroes what the slabs held */
+        dirty &= !spans[i]->fresh || spans[i]->touched_pages == SLAB_PAGES;
+    }
+    CHECK(clean, "the spans do not hold the slabs' pages in order, their free-list words cleared");
+    CHECK(dirty, "a span of lent pages counts as fresh and untouched");
+    for (unsigned i = 0; i < SPANS; i++)
+        hak_hot_span_put(spans[i]);
+    hak_hot_span_release_all(0);
+    hak_page_arena_release_free(0);
+}
+
+/* Where the spare has less than the span, the span keeps its own length,
+ * and the pages past it go back to the arena untouched. */
+static void test_short_lend_ahead_keeps_the_span(void)
+{
+    enum { PART = SLAB_PAGES / 2 };
+    hak_page_arena_release_free(0);
+    leave_stale_spare(1, PART);
+    struct hak_slab *span = hak_hot_span_take_fresh(0, SLAB_PAGES);
+    if (!span)
+        hard_error("hak_hot_span_take_fresh(0, %d) failed", SLAB_PAGES);
+    uint64_t held = 0;
+    CHECK(span->pages == SLAB_PAGES && span->touched_pages == PART &&
+              hak_hot_span_retained(0, &held) == 0,
+          "a short lend left a span of %u pages, %u touched, and %llu spans in the box",
+          span->pages, span->touched_pages, (unsigned long long)held);
+    CHECK(page_lent_clean(span->start, 0), "the span does not start with the slab's pages");
+    struct hak_slab *next = arena_span(SLAB_PAGES);
+    CHECK(next->start == span->start + HAK_SLAB_SIZE && !unit_page_resident(next->start),
+          "the pages past the span did not go back to the arena untouched");
+    CHECK(next->fresh, "the span cut past a short lend ahead does not count as fresh "
+                       "(calloc would clear, and fault in, its pages)");
+    hak_page_arena_free(next);
+    hak_page_arena_free(span);
+    hak_shared_pool_release(0);
+    hak_page_arena_release_free(0);
+}
+
+/* A free span that is not a whole number of spans long lends ahead as many
+ * whole spans as it holds, and its last pages stay in the arena: filled
+ * whole, the part past the last span waited in the box for a request no
+ * longer than itself (bench/phases: 11 pages of 251 at every lend, some
+ * 0.5 MB resident that served nothing, faulted in again elsewhere). */
+static void test_lend_ahead_takes_whole_spans(void)
+{
+    enum { SPANS = 3, EXTRA = 5, FREE_PAGES = SPANS * SLAB_PAGES + EXTRA };
+    hak_hot_span_release_all(0);
+    hak_page_arena_release_free(0);
+    /* A new chunk, all but its last FREE_PAGES held. */
+    struct hak_slab *front = arena_span(HAK_ARENA_USABLE_PAGES - FREE_PAGES);
+    leave_stale_spare(SPANS + 1, SLAB_PAGES);
+    struct hak_slab *span = hak_hot_span_take_fresh(0, SLAB_PAGES);
+    if (!span)
+        hard_error("hak_hot_span_take_fresh(0, %d) failed", SLAB_PAGES);
+    CHECK(span->chunk == front->chunk && span->start == front->end,
+          "the span was not cut from the chunk's last free pages");
+    unsigned taken = 0;
+    struct hak_slab *spans[SPANS];
+    spans[taken++] = span;
+    while (taken < SPANS && (spans[taken] = hak_hot_span_take(0, SLAB_PAGES)) != NULL)
+        taken++;
+    uint64_t held = 0;
+    size_t left = hak_hot_span_retained(0, &held);
+    CHECK(taken == SPANS && left == 0,
+          "%u spans of %d pages from a free span of %d, and %zu bytes left in the box", taken,
+          SLAB_PAGES, FREE_PAGES, left);
+    hak_shared_pool_release(0); /* the spare's last slab would lend to the tail */
+    struct hak_slab *tail = arena_span(EXTRA);
+    CHECK(tail->start == front->end + (size_t)SPANS * HAK_SLAB_SIZE && tail->fresh &&
+              !pages_resident(tail->start, 1),
+          "the pages past the spans lent ahead did not stay in the arena fresh");
+    hak_page_arena_free(tail);
+    for (unsigned i = 0; i < taken; i++)
+        hak_hot_span_put(spans[i]);
+    hak_hot_span_release_all(0);
+    hak_page_arena_free(front);
+    hak_page_arena_release_free(0);
+}
+
 static void test_slab_lends_its_last_pages(void)
 {
     enum { PART = SLAB_PAGES / 4 };
@@ -739,6 +857,9 @@ int main(int argc, char **argv)
     hak_shared_pool_release(0);
     hak_page_arena_release_free(0);
     test_span_takes_spare_pages();
+    test_fresh_spans_lend_ahead();
+    test_short_lend_ahead_keeps_the_span();
+    test_lend_ahead_takes_whole_spans();
     if (hak_superslab_region_exists()) { /* else a spare that lent part of its pages leaves */
         test_slab_lends_its_last_pages();
         test_young_spare_lends();
