@@ -740,6 +740,27 @@ static void give_back_untouched(struct hak_slab *span)
     hak_page_arena_free(tail); /* maps the tail's pages to it */
 }
 
+/* The spans past span's first pages pages, put in the box for the next
+ * requests; span keeps its first pages pages and the fresh and touched
+ * pages the arena gave it.  False where no descriptor could be had. */
+static bool put_rest(struct hak_slab *span, uint32_t pages)
+{
+    struct hak_slab *rest = hak_span_desc_alloc();
+    if (!rest)
+        return false;
+    rest->chunk = span->chunk;
+    rest->node = span->node;
+    rest->first_page = span->first_page + pages;
+    rest->pages = span->pages - pages;
+    rest->start = span->start + (size_t)pages * HAK_PAGE_SIZE;
+    rest->touched_pages = span->touched_pages - pages;
+    span->pages = pages;
+    span->end = rest->start;
+    span->touched_pages = pages;
+    put(rest, false); /* maps the rest's pages to it */
+    return true;
+}
+
 /* Each lend from the spares is one mremap, some 6 us whatever its length
  * (64 KiB or 4 MiB alike, Linux 6.18): bench/phases with no pauses made
  * 2180 of 64 KiB in 3 rounds, one for each fresh Mid span, some 13 ms of
@@ -747,19 +768,27 @@ static void give_back_untouched(struct hak_slab *span)
  * slabs moved, put young, as spans about to be taken again: put stale,
  * the first a SuperSlab took pages from, they went back and forth
  * (phases with no pauses, 30 rounds: 653 MB lent and 283 MB decommitted,
- * against 620 and 258, and 0.5k faults more). */
+ * against 620 and 258, and 0.5k faults more).  No more than a quarter of
+ * the shard's budget goes in (none without a box), which a put over it
+ * evicts down to three quarters: a run as long as the budget evicted
+ * itself, its pages decommitted (phases with the budget fixed at 256 KiB:
+ * 55k faults against 23k). */
 struct hak_slab *hak_hot_span_take_fresh(unsigned node, uint32_t pages)
 {
-    uint32_t ahead = pages * HAK_LEND_AHEAD_SPANS;
-    if (ahead > MAX_HOT_PAGES || hak_harden.guard_bytes || !hak_options_hot_bytes() ||
+    size_t room = hot_budget(&boxes[node][my_shard()]) / 4 / HAK_PAGE_SIZE;
+    uint32_t rest = pages * (HAK_LEND_AHEAD_SPANS - 1);
+    if (room < rest)
+        rest = (uint32_t)(room / pages * pages);
+    if (!rest || pages + rest > MAX_HOT_PAGES || hak_harden.guard_bytes ||
         !hak_shared_pool_may_lend(node))
         return hak_page_arena_alloc(node, pages);
-    struct hak_slab *span = hak_page_arena_alloc_up_to(node, pages, ahead);
-    if (!span || span->pages == pages)
-        return span;
-    put(span, false);
-    struct hak_slab *taken = hak_hot_span_take(node, pages);
-    return taken ? taken : hak_page_arena_alloc(node, pages);
+    struct hak_slab *span = hak_page_arena_alloc_up_to(node, pages, pages + rest);
+    if (span && span->pages > pages && !put_rest(span, pages)) {
+        put(span, false);
+        span = hak_hot_span_take(node, pages);
+        return span ? span : hak_page_arena_alloc(node, pages);
+    }
+    return span;
 }
 
 size_t hak_hot_span_lend(unsigned node, char *dst, size_t size, struct hak_mappings *to,

@@ -237,16 +237,16 @@ static void test_fresh_spans_lend_ahead(void)
     }
     CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == (uint64_t)SPANS * HAK_SLAB_SIZE,
           "the spans after the first took pages of their own");
-    bool clean = true, dirty = true;
-    for (unsigned i = 0; i < SPANS; i++) {
+    bool clean = true;
+    for (unsigned i = 0; i < SPANS; i++)
         for (unsigned p = 0; p < SLAB_PAGES; p++)
             clean &= page_lent_clean(spans[i]->start + (size_t)p * HAK_PAGE_SIZE,
                                      (size_t)i * SLAB_PAGES + p);
-        /* calloc zeroes what the slabs held */
-        dirty &= !spans[i]->fresh || spans[i]->touched_pages == SLAB_PAGES;
-    }
     CHECK(clean, "the spans do not hold the slabs' pages in order, their free-list words cleared");
-    CHECK(dirty, "a span of lent pages counts as fresh and untouched");
+    /* calloc clears what a fresh span counts touched, and all of another */
+    CHECK(spans[0]->touched_pages == SLAB_PAGES,
+          "the span lent its pages counts %u of its %d touched", spans[0]->touched_pages,
+          SLAB_PAGES);
     for (unsigned i = 0; i < SPANS; i++)
         hak_hot_span_put(spans[i]);
     hak_hot_span_release_all(0);
@@ -318,6 +318,79 @@ static void test_lend_ahead_takes_whole_spans(void)
         hak_hot_span_put(spans[i]);
     hak_hot_span_release_all(0);
     hak_page_arena_free(front);
+    hak_page_arena_release_free(0);
+}
+
+/* A lend ahead that ends partway through a span: the span after the
+ * caller's takes the last lent pages and counts those touched, its others
+ * untouched and not resident, and the arena's next span, past the run,
+ * is fresh and reads as zeros, for calloc leaves such a span alone. */
+static void test_lend_ahead_ending_in_a_span(void)
+{
+    enum { LENDERS = 3, PART = SLAB_PAGES / 2 };
+    hak_hot_span_release_all(0);
+    hak_page_arena_release_free(0);
+    leave_stale_spare(LENDERS, PART);
+    struct hak_slab *span = hak_hot_span_take_fresh(0, SLAB_PAGES);
+    if (!span)
+        hard_error("hak_hot_span_take_fresh(0, %d) failed", SLAB_PAGES);
+    struct hak_slab *second = hak_hot_span_take(0, SLAB_PAGES);
+    CHECK(span->touched_pages == SLAB_PAGES && second &&
+              second->start == span->start + HAK_SLAB_SIZE &&
+              second->touched_pages == LENDERS * PART - SLAB_PAGES && !second->fresh,
+          "a lend of %d pages did not fill the span and half the next", LENDERS * PART);
+    if (second)
+        CHECK(!pages_resident(second->start + (size_t)PART * HAK_PAGE_SIZE, SLAB_PAGES - PART),
+              "the second span's pages past the lent ones are resident");
+    hak_shared_pool_release(0); /* nothing lends to the next span */
+    struct hak_slab *next = arena_span(SLAB_PAGES);
+    bool zeros = true;
+    for (size_t w = 0; w < HAK_SLAB_SIZE / sizeof(uint64_t); w++)
+        zeros &= ((const uint64_t *)next->start)[w] == 0;
+    CHECK(next->start == span->start + 2 * HAK_SLAB_SIZE && next->fresh && zeros,
+          "the arena's span past the run is not fresh memory reading as zeros");
+    hak_page_arena_free(next);
+    hak_hot_span_put(span);
+    if (second)
+        hak_hot_span_put(second);
+    hak_hot_span_release_all(0);
+    hak_page_arena_release_free(0);
+}
+
+/* What is lent ahead into the box is no more than a quarter of the
+ * shard's budget, which a put over the budget evicts down to three
+ * quarters: a run the budget could not hold evicted itself, its lent
+ * pages decommitted, and the span faulted in fresh ones. */
+static void test_lend_ahead_within_budget(void)
+{
+    enum { BUDGET_SPANS = 8, REST = BUDGET_SPANS / 4 };
+    hak_hot_span_release_all(0);
+    hak_page_arena_release_free(0);
+    size_t budget = hak_options.hot_bytes;
+    bool fixed = hak_options.hot_bytes_fixed;
+    hak_options.hot_bytes = (size_t)BUDGET_SPANS * HAK_SLAB_SIZE;
+    hak_options.hot_bytes_fixed = true; /* no doubling from earlier tests */
+    leave_stale_spare(BUDGET_SPANS, SLAB_PAGES);
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    uint64_t evictions = hak_stat_read(HAK_STAT_HOT_EVICTIONS);
+    struct hak_slab *span = hak_hot_span_take_fresh(0, SLAB_PAGES);
+    if (!span)
+        hard_error("hak_hot_span_take_fresh(0, %d) failed", SLAB_PAGES);
+    uint64_t held = 0;
+    size_t in_box = hak_hot_span_retained(0, &held);
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == (1 + REST) * (uint64_t)HAK_SLAB_SIZE &&
+              in_box == (size_t)REST * HAK_SLAB_SIZE &&
+              hak_stat_read(HAK_STAT_HOT_EVICTIONS) == evictions,
+          "under a budget of %d spans, %llu bytes lent, %zu in the box, %llu evicted", BUDGET_SPANS,
+          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), in_box,
+          (unsigned long long)(hak_stat_read(HAK_STAT_HOT_EVICTIONS) - evictions));
+    CHECK(span->touched_pages == SLAB_PAGES && page_lent_clean(span->start, 0),
+          "the span does not hold the spare's first slab's pages");
+    hak_hot_span_put(span);
+    hak_hot_span_release_all(0);
+    hak_options.hot_bytes = budget;
+    hak_options.hot_bytes_fixed = fixed;
+    hak_shared_pool_release(0);
     hak_page_arena_release_free(0);
 }
 
@@ -860,6 +933,8 @@ int main(int argc, char **argv)
     test_fresh_spans_lend_ahead();
     test_short_lend_ahead_keeps_the_span();
     test_lend_ahead_takes_whole_spans();
+    test_lend_ahead_ending_in_a_span();
+    test_lend_ahead_within_budget();
     if (hak_superslab_region_exists()) { /* else a spare that lent part of its pages leaves */
         test_slab_lends_its_last_pages();
         test_young_spare_lends();
