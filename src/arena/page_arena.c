@@ -271,9 +271,10 @@ struct hak_slab *hak_page_arena_alloc_up_to(unsigned node, uint32_t pages, uint3
     size_t need = (size_t)pages * HAK_PAGE_SIZE - hak_harden.guard_bytes;
     struct page_arena *arena = &arenas[node];
     pthread_mutex_lock(lock_of(arena));
-    /* A free span that holds most before the shorter ones that hold pages. */
+    /* A free span that holds most before the shorter ones that hold pages,
+     * but for one in huge pages, which is never cut longer: the best fit. */
     struct hak_slab *span = most > pages ? hak_span_bins_fit(&arena->bins, most) : NULL;
-    if (!span)
+    if (!span || chunk_of(span)->huge_pages)
         span = hak_span_bins_fit(&arena->bins, pages);
     if (span) {
         bin_remove(arena, span);
