@@ -219,7 +219,7 @@ static void test_fresh_spans_lend_ahead(void)
     spans[0] = hak_hot_span_take_fresh(0, SLAB_PAGES);
     if (!spans[0])
         hard_error("hak_hot_span_take_fresh(0, %d) failed", SLAB_PAGES);
-    const struct hak_arena_chunk *chunk = spans[0]->chunk;
+    const struct hak_arena_chunk *chunk = (const struct hak_arena_chunk *)spans[0]->chunk;
     uint64_t held = 0;
     size_t hot = hak_hot_span_retained(0, &held);
     CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == (uint64_t)SPANS * HAK_SLAB_SIZE &&
