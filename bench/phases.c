@@ -6,9 +6,12 @@
  * reallocated to 1-4096 B and written whole, eight times over, half of them
  * freed after each pass.  An allocator that can serve the second phase
  * with what the first freed peaks at one phase's memory, one that cannot
- * at the sum; the figure to read is the peak RSS.
+ * at the sum; the figure to read is the peak RSS.  With big_every=N, one
+ * realloc in N takes 40-200 KiB instead (the slots fewer, for mib MiB on
+ * average): many rounds of those show whether what moves memory between
+ * the phases still does after dozens of them.
  * ops/s = mallocs, reallocs and frees (bytes / 136 nodes and 12.5 ops a
- * 2 KiB slot per round) / time, the pauses left out.
+ * slot per round) / time, the pauses left out.
  */
 #include <errno.h>
 #include <string.h>
@@ -40,16 +43,30 @@ static long small_phase(size_t bytes, uint32_t *state)
     return 2 * nodes;
 }
 
-/* Slots of 2 KiB on average: an even count for whole MiB, so that each
- * pass frees half of them, the odd or the even ones in turn. */
-static long big_phase(size_t bytes, uint32_t *state)
+enum { MAX_SIZE = 4096, BIG_MIN = 40 << 10, BIG_SPREAD = 160 << 10 };
+
+/* A realloc's size: 1-4096 B, or 40-200 KiB once in big_every (0: never). */
+static size_t big_size(uint32_t *state, uint32_t big_every)
 {
-    enum { PASSES = 8, MAX_SIZE = 4096 };
-    size_t count = bytes / (MAX_SIZE / 2);
+    uint32_t r = bench_xorshift32(state);
+    if (big_every && r % big_every == 0)
+        return BIG_MIN + r / big_every % BIG_SPREAD;
+    return 1 + r % MAX_SIZE;
+}
+
+/* Slots of big_size's mean size: an even count, so that each pass frees
+ * half of them, the odd or the even ones in turn. */
+static long big_phase(size_t bytes, uint32_t big_every, uint32_t *state)
+{
+    enum { PASSES = 8 };
+    size_t mean = MAX_SIZE / 2;
+    if (big_every)
+        mean = (mean * (big_every - 1) + BIG_MIN + BIG_SPREAD / 2) / big_every;
+    size_t count = bytes / mean & ~(size_t)1;
     unsigned char **slots = bench_xcalloc(count, sizeof(*slots));
     for (int pass = 0; pass < PASSES; pass++) {
         for (size_t i = 0; i < count; i++) {
-            size_t size = 1 + bench_xorshift32(state) % MAX_SIZE;
+            size_t size = big_size(state, big_every);
             unsigned char *block = realloc(slots[i], size);
             if (block == NULL) {
                 fprintf(stderr, "phases: realloc(%zu) failed\n", size);
@@ -80,10 +97,8 @@ static void pause_for(long ms)
 int main(int argc, char **argv)
 {
     struct bench_param params[] = {
-        {"rounds", 3, 1},
-        {"mib", 48, 1},
-        {"pause_ms", 400, 0},
-        {"seed", 2463534242, 1},
+        {"rounds", 3, 1},        {"mib", 48, 1},      {"pause_ms", 400, 0},
+        {"seed", 2463534242, 1}, {"big_every", 0, 0},
     };
     size_t count = sizeof(params) / sizeof(params[0]);
 
@@ -92,6 +107,7 @@ int main(int argc, char **argv)
     size_t bytes = (size_t)params[1].value << 20;
     long pause_ms = params[2].value;
     uint32_t state = bench_seed(argv[0], params[3].value);
+    uint32_t big_every = (uint32_t)params[4].value;
 
     double ops = 0;
     double seconds = 0;
@@ -101,7 +117,7 @@ int main(int argc, char **argv)
         seconds += bench_now() - start;
         pause_for(pause_ms);
         start = bench_now();
-        ops += (double)big_phase(bytes, &state);
+        ops += (double)big_phase(bytes, big_every, &state);
         seconds += bench_now() - start;
         pause_for(pause_ms);
     }

@@ -80,6 +80,10 @@ check_line cache_scratch 240 threads=2 iterations=3 size=8 writes=5 passive=0
 # Per round: 2 ops a node of 1 MiB / 136 B, 12.5 a slot of 1 MiB / 2 KiB.
 check_line phases 43640 rounds=2 mib=1 pause_ms=0
 [ "$(field pause_ms "$line")" = 0 ] || fail "phases: pause_ms not taken: $line"
+# With big_every=8 a slot averages (7 * 2 KiB + 120 KiB) / 8, 16.75 KiB:
+# 60 slots of 1 MiB, 12.5 ops each.
+check_line phases 32340 rounds=2 mib=1 pause_ms=0 big_every=8
+[ "$(field big_every "$line")" = 8 ] || fail "phases: big_every not taken: $line"
 check_line mid_large_mt 200 threads=2 cycles=100 ws=16
 check_line mid_large_mt 200 threads=2 cycles=100 ws=16 touch=64
 [ "$(field touch "$line")" = 64 ] || fail "mid_large_mt: touch not taken: $line"
