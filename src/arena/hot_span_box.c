@@ -753,10 +753,13 @@ static bool put_rest(struct hak_slab *span, uint32_t pages)
     rest->first_page = span->first_page + pages;
     rest->pages = span->pages - pages;
     rest->start = span->start + (size_t)pages * HAK_PAGE_SIZE;
-    rest->touched_pages = span->touched_pages - pages;
+    /* The arena trims the run to what the lend filled, but for want of a
+     * descriptor, when the lend may have filled less than span's own. */
+    uint32_t touched = span->touched_pages;
+    rest->touched_pages = touched > pages ? touched - pages : 0;
     span->pages = pages;
     span->end = rest->start;
-    span->touched_pages = pages;
+    span->touched_pages = touched < pages ? touched : pages;
     put(rest, false); /* maps the rest's pages to it */
     return true;
 }
@@ -769,18 +772,22 @@ static bool put_rest(struct hak_slab *span, uint32_t pages)
  * the first a SuperSlab took pages from, they went back and forth
  * (phases with no pauses, 30 rounds: 653 MB lent and 283 MB decommitted,
  * against 620 and 258, and 0.5k faults more).  No more than a quarter of
- * the shard's budget goes in (none without a box), which a put over it
- * evicts down to three quarters: a run as long as the budget evicted
- * itself, its pages decommitted (phases with the budget fixed at 256 KiB:
- * 55k faults against 23k). */
+ * HAKMEM_HOT_BYTES goes in (none without a box), which a put over a
+ * shard's budget evicts down to three quarters: a run as long as the
+ * budget evicted itself, its pages decommitted (phases with the budget
+ * fixed at 256 KiB: 55k faults against 23k). */
 struct hak_slab *hak_hot_span_take_fresh(unsigned node, uint32_t pages)
 {
-    size_t room = hot_budget(&boxes[node][my_shard()]) / 4 / HAK_PAGE_SIZE;
+    /* The budget before any doubling: the rest goes to the shard of a hot
+     * neighbour where it has one, whose budget may not have grown. */
+    size_t room = pages < MAX_HOT_PAGES ? MAX_HOT_PAGES - pages : 0;
+    size_t share = hak_options_hot_bytes() / 4 / HAK_PAGE_SIZE;
+    if (share < room)
+        room = share;
     uint32_t rest = pages * (HAK_LEND_AHEAD_SPANS - 1);
     if (room < rest)
         rest = (uint32_t)(room / pages * pages);
-    if (!rest || pages + rest > MAX_HOT_PAGES || hak_harden.guard_bytes ||
-        !hak_shared_pool_may_lend(node))
+    if (!rest || hak_harden.guard_bytes || !hak_shared_pool_may_lend(node))
         return hak_page_arena_alloc(node, pages);
     struct hak_slab *span = hak_page_arena_alloc_up_to(node, pages, pages + rest);
     if (span && span->pages > pages && !put_rest(span, pages)) {

@@ -25,8 +25,9 @@ struct hak_slab *hak_hot_span_take(unsigned node, uint32_t pages);
  * where spare SuperSlabs may lend, up to HAK_LEND_AHEAD_SPANS spans' worth
  * of their pages move in at once (one mremap, some 6 us whatever its
  * length), and the whole spans they filled past this one, no more than a
- * quarter of the calling thread's shard's budget, wait in the box for the
- * next requests (hak_page_arena_alloc_up_to). */
+ * quarter of HAKMEM_HOT_BYTES and with it no longer than a chunk's usable
+ * pages, wait in the box for the next requests
+ * (hak_page_arena_alloc_up_to). */
 struct hak_slab *hak_hot_span_take_fresh(unsigned node, uint32_t pages);
 #define HAK_LEND_AHEAD_SPANS 16
 /* Keeps a freed (dirty) span. */

@@ -394,6 +394,31 @@ static void test_lend_ahead_within_budget(void)
     hak_page_arena_release_free(0);
 }
 
+/* Spans a chunk holds fewer than 16 of (64 pages: Mid classes of 16-32
+ * KiB, L25 ones from 256 KiB) lend ahead as many as the chunk holds. */
+static void test_long_spans_lend_ahead(void)
+{
+    enum { PAGES = 64 };
+    hak_hot_span_release_all(0);
+    hak_page_arena_release_free(0);
+    leave_stale_spare(SLABS_PER_SS, SLAB_PAGES);
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    struct hak_slab *span = hak_hot_span_take_fresh(0, PAGES);
+    if (!span)
+        hard_error("hak_hot_span_take_fresh(0, %d) failed", PAGES);
+    uint64_t held = 0;
+    size_t in_box = hak_hot_span_retained(0, &held);
+    CHECK(span->pages == PAGES && span->touched_pages == PAGES &&
+              in_box >= (size_t)PAGES * HAK_PAGE_SIZE &&
+              in_box % ((size_t)PAGES * HAK_PAGE_SIZE) == 0,
+          "a span of %d pages lent %llu bytes and left %zu in the box, not whole spans ahead",
+          PAGES, (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), in_box);
+    hak_hot_span_put(span);
+    hak_hot_span_release_all(0);
+    hak_shared_pool_release(0);
+    hak_page_arena_release_free(0);
+}
+
 static void test_slab_lends_its_last_pages(void)
 {
     enum { PART = SLAB_PAGES / 4 };
@@ -935,6 +960,7 @@ int main(int argc, char **argv)
     test_lend_ahead_takes_whole_spans();
     test_lend_ahead_ending_in_a_span();
     test_lend_ahead_within_budget();
+    test_long_spans_lend_ahead();
     if (hak_superslab_region_exists()) { /* else a spare that lent part of its pages leaves */
         test_slab_lends_its_last_pages();
         test_young_spare_lends();
