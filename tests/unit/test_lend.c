@@ -166,6 +166,23 @@ static struct hak_slab *arena_span(uint32_t pages)
     return span;
 }
 
+/* A span of pages pages the HotSpanBox did not have, lent ahead where it
+ * can be (hak_hot_span_take_fresh). */
+static struct hak_slab *fresh_span(uint32_t pages)
+{
+    struct hak_slab *span = hak_hot_span_take_fresh(0, pages);
+    if (!span)
+        hard_error("hak_hot_span_take_fresh(0, %u) failed", pages);
+    return span;
+}
+
+/* The bytes node 0's box holds. */
+static size_t box_bytes(void)
+{
+    uint64_t spans = 0;
+    return hak_hot_span_retained(0, &spans);
+}
+
 static void test_span_takes_spare_pages(void)
 {
     enum { LENDERS = 4 };
@@ -216,12 +233,9 @@ static void test_fresh_spans_lend_ahead(void)
     leave_stale_spare(SPANS, SLAB_PAGES);
     uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
     struct hak_slab *spans[SPANS];
-    spans[0] = hak_hot_span_take_fresh(0, SLAB_PAGES);
-    if (!spans[0])
-        hard_error("hak_hot_span_take_fresh(0, %d) failed", SLAB_PAGES);
+    spans[0] = fresh_span(SLAB_PAGES);
     const struct hak_arena_chunk *chunk = (const struct hak_arena_chunk *)spans[0]->chunk;
-    uint64_t held = 0;
-    size_t hot = hak_hot_span_retained(0, &held);
+    size_t hot = box_bytes();
     CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == (uint64_t)SPANS * HAK_SLAB_SIZE &&
               chunk->mappings.lent_ranges == 1,
           "a fresh span took %llu bytes of the spare's in %u moves, not its %d slabs' in one",
@@ -260,9 +274,7 @@ static void test_short_lend_ahead_keeps_the_span(void)
     enum { PART = SLAB_PAGES / 2 };
     hak_page_arena_release_free(0);
     leave_stale_spare(1, PART);
-    struct hak_slab *span = hak_hot_span_take_fresh(0, SLAB_PAGES);
-    if (!span)
-        hard_error("hak_hot_span_take_fresh(0, %d) failed", SLAB_PAGES);
+    struct hak_slab *span = fresh_span(SLAB_PAGES);
     uint64_t held = 0;
     CHECK(span->pages == SLAB_PAGES && span->touched_pages == PART &&
               hak_hot_span_retained(0, &held) == 0,
@@ -293,9 +305,7 @@ static void test_lend_ahead_takes_whole_spans(void)
     /* A new chunk, all but its last FREE_PAGES held. */
     struct hak_slab *front = arena_span(HAK_ARENA_USABLE_PAGES - FREE_PAGES);
     leave_stale_spare(SPANS + 1, SLAB_PAGES);
-    struct hak_slab *span = hak_hot_span_take_fresh(0, SLAB_PAGES);
-    if (!span)
-        hard_error("hak_hot_span_take_fresh(0, %d) failed", SLAB_PAGES);
+    struct hak_slab *span = fresh_span(SLAB_PAGES);
     CHECK(span->chunk == front->chunk && span->start == front->end,
           "the span was not cut from the chunk's last free pages");
     unsigned taken = 0;
@@ -303,8 +313,7 @@ static void test_lend_ahead_takes_whole_spans(void)
     spans[taken++] = span;
     while (taken < SPANS && (spans[taken] = hak_hot_span_take(0, SLAB_PAGES)) != NULL)
         taken++;
-    uint64_t held = 0;
-    size_t left = hak_hot_span_retained(0, &held);
+    size_t left = box_bytes();
     CHECK(taken == SPANS && left == 0,
           "%u spans of %d pages from a free span of %d, and %zu bytes left in the box", taken,
           SLAB_PAGES, FREE_PAGES, left);
@@ -331,9 +340,7 @@ static void test_lend_ahead_ending_in_a_span(void)
     hak_hot_span_release_all(0);
     hak_page_arena_release_free(0);
     leave_stale_spare(LENDERS, PART);
-    struct hak_slab *span = hak_hot_span_take_fresh(0, SLAB_PAGES);
-    if (!span)
-        hard_error("hak_hot_span_take_fresh(0, %d) failed", SLAB_PAGES);
+    struct hak_slab *span = fresh_span(SLAB_PAGES);
     struct hak_slab *second = hak_hot_span_take(0, SLAB_PAGES);
     CHECK(span->touched_pages == SLAB_PAGES && second &&
               second->start == span->start + HAK_SLAB_SIZE &&
@@ -373,11 +380,8 @@ static void test_lend_ahead_within_budget(void)
     leave_stale_spare(BUDGET_SPANS, SLAB_PAGES);
     uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
     uint64_t evictions = hak_stat_read(HAK_STAT_HOT_EVICTIONS);
-    struct hak_slab *span = hak_hot_span_take_fresh(0, SLAB_PAGES);
-    if (!span)
-        hard_error("hak_hot_span_take_fresh(0, %d) failed", SLAB_PAGES);
-    uint64_t held = 0;
-    size_t in_box = hak_hot_span_retained(0, &held);
+    struct hak_slab *span = fresh_span(SLAB_PAGES);
+    size_t in_box = box_bytes();
     CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == (1 + REST) * (uint64_t)HAK_SLAB_SIZE &&
               in_box == (size_t)REST * HAK_SLAB_SIZE &&
               hak_stat_read(HAK_STAT_HOT_EVICTIONS) == evictions,
@@ -403,11 +407,8 @@ static void test_long_spans_lend_ahead(void)
     hak_page_arena_release_free(0);
     leave_stale_spare(SLABS_PER_SS, SLAB_PAGES);
     uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
-    struct hak_slab *span = hak_hot_span_take_fresh(0, PAGES);
-    if (!span)
-        hard_error("hak_hot_span_take_fresh(0, %d) failed", PAGES);
-    uint64_t held = 0;
-    size_t in_box = hak_hot_span_retained(0, &held);
+    struct hak_slab *span = fresh_span(PAGES);
+    size_t in_box = box_bytes();
     CHECK(span->pages == PAGES && span->touched_pages == PAGES &&
               in_box >= (size_t)PAGES * HAK_PAGE_SIZE &&
               in_box % ((size_t)PAGES * HAK_PAGE_SIZE) == 0,
