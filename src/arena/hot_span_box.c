@@ -722,22 +722,11 @@ static enum hak_lend_result lend_tail(struct hak_slab *span, char *dst, size_t r
  * descriptor could be had. */
 static void give_back_untouched(struct hak_slab *span)
 {
-    uint32_t keep = span->touched_pages;
-    if (keep == span->pages)
+    if (span->touched_pages == span->pages)
         return;
-    struct hak_slab *tail = hak_span_desc_alloc();
-    if (!tail)
-        return;
-    tail->chunk = span->chunk;
-    tail->node = span->node;
-    tail->free_node = HAK_NO_NODE;
-    tail->first_page = span->first_page + keep;
-    tail->pages = span->pages - keep;
-    tail->start = span->start + (size_t)keep * HAK_PAGE_SIZE;
-    tail->end = tail->start;
-    tail->state = HAK_STATE_POOL;
-    span->pages = keep;
-    hak_page_arena_free(tail); /* maps the tail's pages to it */
+    struct hak_slab *tail = hak_span_cut_tail(span, span->touched_pages);
+    if (tail)
+        hak_page_arena_free(tail); /* maps the tail's pages to it */
 }
 
 /* The spans past span's first pages pages, put in the box for the next
@@ -745,21 +734,13 @@ static void give_back_untouched(struct hak_slab *span)
  * pages the arena gave it.  False where no descriptor could be had. */
 static bool put_rest(struct hak_slab *span, uint32_t pages)
 {
-    struct hak_slab *rest = hak_span_desc_alloc();
+    /* The touched pages split as hak_span_cut_tail has them: the arena
+     * trims the run to what the lend filled, but for want of a descriptor,
+     * when the lend may have filled less than span's own. */
+    struct hak_slab *rest = hak_span_cut_tail(span, pages);
     if (!rest)
         return false;
-    rest->chunk = span->chunk;
-    rest->node = span->node;
-    rest->first_page = span->first_page + pages;
-    rest->pages = span->pages - pages;
-    rest->start = span->start + (size_t)pages * HAK_PAGE_SIZE;
-    /* The arena trims the run to what the lend filled, but for want of a
-     * descriptor, when the lend may have filled less than span's own. */
-    uint32_t touched = span->touched_pages;
-    rest->touched_pages = touched > pages ? touched - pages : 0;
-    span->pages = pages;
     span->end = rest->start;
-    span->touched_pages = touched < pages ? touched : pages;
     put(rest, false); /* maps the rest's pages to it */
     return true;
 }

@@ -233,6 +233,26 @@ static struct hak_slab *cut_front(struct page_arena *arena, struct hak_slab *spa
     return front;
 }
 
+struct hak_slab *hak_span_cut_tail(struct hak_slab *span, uint32_t keep)
+{
+    struct hak_slab *tail = hak_span_desc_alloc();
+    if (!tail)
+        return NULL;
+    uint32_t touched = span->touched_pages;
+    tail->chunk = span->chunk;
+    tail->node = span->node;
+    tail->free_node = HAK_NO_NODE;
+    tail->first_page = span->first_page + keep;
+    tail->pages = span->pages - keep;
+    tail->start = span->start + (size_t)keep * HAK_PAGE_SIZE;
+    tail->end = tail->start;
+    tail->state = HAK_STATE_POOL;
+    tail->touched_pages = touched > keep ? touched - keep : 0;
+    span->pages = keep;
+    span->touched_pages = touched < keep ? touched : keep;
+    return tail;
+}
+
 /* The pages of span past keep, taken by a lend that ran short of them
  * and never touched, go back to the bins; where span was fresh and no
  * span was cut after it, the chunk counts them as never handed out, so
@@ -241,17 +261,10 @@ static struct hak_slab *cut_front(struct page_arena *arena, struct hak_slab *spa
  * could be had. */
 static void give_back_tail(struct hak_slab *span, uint32_t keep)
 {
-    struct hak_slab *tail = hak_span_desc_alloc();
+    struct hak_slab *tail = hak_span_cut_tail(span, keep);
     if (!tail)
         return;
     struct hak_arena_chunk *chunk = chunk_of(span);
-    tail->chunk = span->chunk;
-    tail->node = span->node;
-    tail->first_page = span->first_page + keep;
-    tail->pages = span->pages - keep;
-    tail->start = span->start + (size_t)keep * HAK_PAGE_SIZE;
-    tail->end = tail->start;
-    span->pages = keep;
     span->end = tail->start;
     pthread_mutex_lock(lock_of(&arenas[span->node]));
     if (span->fresh && chunk->handed_out_pages == tail->first_page + tail->pages)

@@ -17,6 +17,12 @@ struct hak_slab *hak_page_arena_alloc(unsigned node, uint32_t pages);
  * pages pages as they filled, at least one; the pages past it stay in the
  * arena, fresh where they were. */
 struct hak_slab *hak_page_arena_alloc_up_to(unsigned node, uint32_t pages, uint32_t most);
+/* The pages of span past keep (fewer than its pages) under a descriptor
+ * of their own, not yet mapped to it, which the caller hands to where they
+ * go (hak_page_arena_free, the HotSpanBox's put: both map them); span keeps
+ * its first keep pages, and each of the two the touched ones among its
+ * own.  NULL, span unchanged, where no descriptor could be had. */
+struct hak_slab *hak_span_cut_tail(struct hak_slab *span, uint32_t keep);
 /* Whether ptr, in span (the entry of its page, a span now free: in the
  * HotSpanBox or the arena), lies in pages once handed out.  Lock-free, for
  * naming a fault: the answer may be stale. */
