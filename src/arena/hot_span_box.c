@@ -793,9 +793,11 @@ size_t hak_hot_span_lend(unsigned node, char *dst, size_t size, struct hak_mappi
     size_t lent = 0;
     bool refused = false;
     unsigned mine = my_shard();
-    for (unsigned i = 0; i < HAK_HOT_SPAN_SHARDS && lent < size && !refused; i++) {
+    for (unsigned i = 0; i < HAK_HOT_SPAN_SHARDS && size - lent >= HAK_LEND_MIN_BYTES && !refused;
+         i++) {
         struct hot_span_box *box = &boxes[node][(mine + i) % HAK_HOT_SPAN_SHARDS];
-        for (unsigned spans = 0; spans < MAX_LENT_SPANS_BY_CALL && lent < size && !refused;
+        for (unsigned spans = 0;
+             spans < MAX_LENT_SPANS_BY_CALL && size - lent >= HAK_LEND_MIN_BYTES && !refused;
              spans++) {
             if (!__atomic_load_n(&box->bytes, __ATOMIC_RELAXED))
                 break;
@@ -809,6 +811,13 @@ size_t hak_hot_span_lend(unsigned node, char *dst, size_t size, struct hak_mappi
             __atomic_store_n(&span->kind, HAK_SLAB_INVALID, __ATOMIC_RELAXED);
             note_longest(box);
             pthread_mutex_unlock(lock_of(box));
+            if ((size_t)span->touched_pages * HAK_PAGE_SIZE < HAK_LEND_MIN_BYTES) {
+                /* Too few pages to move (HAK_LEND_MIN_BYTES): they go back,
+                 * as a stale span's do where none lends. */
+                span->next = NULL;
+                release(span);
+                continue;
+            }
             size_t taken;
             enum hak_lend_result result =
                 lend_tail(span, dst + lent, size - lent, to, to_base, &taken);

@@ -61,12 +61,13 @@ void hak_hot_span_release_aged(unsigned node);
 void hak_hot_span_release_stale(unsigned node);
 #define HAK_HOT_SPAN_STALE_FRACTION 64
 /* Moves the resident pages of node's stale spans (as hak_hot_span_release_stale
- * has them), oldest first, to dst, up to size bytes: the fresh slabs of a
- * SuperSlab, which then fault none in (arena/shared_pool.h).  Each span
- * lends its last pages first; one left with none goes back to the
- * PageArena, one with some stays the oldest.  Returns the bytes of dst
- * taken, to being the mappings of dst's SuperSlab, at to_base
- * (mappings.h). */
+ * has them), oldest first, to dst, up to size bytes, or to less than
+ * HAK_LEND_MIN_BYTES from it: the fresh slabs of a SuperSlab, which then
+ * fault none in (arena/shared_pool.h).  Each span lends its last pages
+ * first; one left with none goes back to the PageArena, one with some
+ * stays the oldest, and one with fewer than HAK_LEND_MIN_BYTES goes back
+ * decommitted, lending none.  Returns the bytes of dst taken, to being the
+ * mappings of dst's SuperSlab, at to_base (mappings.h). */
 size_t hak_hot_span_lend(unsigned node, char *dst, size_t size, struct hak_mappings *to,
                          const char *to_base);
 

@@ -13,6 +13,18 @@
 #include "../internal.h"
 #include "../os.h"
 
+/* The fewest bytes a lend moves.  Pages that move keep the kernel
+ * mapping they came in with, and pages from different mappings never
+ * share one again: a range moved in pieces lands in pieces, however often
+ * it moves on.  Moved a page or a few at a time (a slab's carved pages, a
+ * span's last few), they cut containers that never wholly empty into
+ * thousands of mappings, and every move, fault and unmap slows with them
+ * (README: pages moved at every phase of bench/phases with no pause, 6.4k
+ * mappings after 60 rounds, most of 8 KiB; none under this, some 1k).
+ * Less than this stays where it is, or goes back to the kernel while the
+ * destination faults in its own. */
+#define HAK_LEND_MIN_BYTES HAK_SLAB_SIZE
+
 /* m's container was mapped anew: one mapping, its ranges forgotten
  * (hak_os_forget_lent).  Nobody lends into it or out of it meanwhile. */
 void hak_mappings_map_anew(struct hak_mappings *m);

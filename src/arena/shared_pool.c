@@ -373,42 +373,40 @@ void hak_shared_pool_release_stale(unsigned node)
         release_older(node, now, age_ms, MAX_RETIRED_BY_CALL);
 }
 
-/* Moves the touched pages of ss's free slabs to dst, up to room bytes,
- * each slab's blocks' free-list words cleared first (their links are not
- * to reach the span's blocks); returns the bytes of dst taken, to being
- * its container's mappings (at to_base).  Free slabs side by side with
- * all their pages touched move in one call where they are one kernel
- * mapping: one mapping where they land, and one flush of the TLBs.  A
- * slab that cannot lend all its pages lends the last ones, and keeps the
- * others, still counted as touched, for the next span.  A move the kernel
- * refused sets *refused, a failed one's bytes counted as taken. */
+/* Moves the pages of ss's wholly touched free slabs to dst, as many as
+ * fill it to less than a slab (HAK_LEND_MIN_BYTES) from its room, each
+ * slab's blocks' free-list words cleared first (their links are not to
+ * reach the span's blocks); returns the bytes of dst taken, to being its
+ * container's mappings (at to_base).  Such slabs side by side move in one
+ * call where they are one kernel mapping: one mapping where they land,
+ * and one flush of the TLBs.  A slab carved in part keeps its pages: they
+ * go back with the SuperSlab's once it retires.  A move the kernel
+ * refused sets *refused, a failed one's bytes counted as taken, and the
+ * slabs keep what did not move. */
 static size_t lend_slabs(struct hak_superslab *ss, unsigned node, char *dst, size_t room,
                          struct hak_mappings *to, const char *to_base, bool *refused)
 {
     enum { SLAB_PAGES = HAK_SLAB_SIZE / HAK_PAGE_SIZE };
     size_t lent = 0;
     uint64_t free = ss->free_slabs;
-    while (free && lent < room) {
+    while (free && room - lent >= HAK_LEND_MIN_BYTES) {
         unsigned first = (unsigned)__builtin_ctzll(free);
         struct hak_slab *slab = &ss->slabs[first];
-        size_t touched = (size_t)slab->touched_pages * HAK_PAGE_SIZE;
-        unsigned count = 1;
-        if (touched == HAK_SLAB_SIZE)
-            while (first + count < HAK_SLABS_PER_SUPERSLAB && (free >> (first + count) & 1) &&
-                   slab[count].touched_pages == SLAB_PAGES &&
-                   (count + 1) * HAK_SLAB_SIZE <= room - lent)
-                count++;
-        free &= ~((((uint64_t)1 << count) - 1) << first);
-        if (!touched)
+        free &= ~((uint64_t)1 << first);
+        if (slab->touched_pages != SLAB_PAGES)
             continue;
-        size_t run = count == 1 ? touched : count * HAK_SLAB_SIZE;
-        size_t piece = run < room - lent ? run : room - lent;
+        unsigned count = 1;
+        while (first + count < HAK_SLABS_PER_SUPERSLAB && (free >> (first + count) & 1) &&
+               slab[count].touched_pages == SLAB_PAGES &&
+               (count + 1) * HAK_SLAB_SIZE <= room - lent)
+            free &= ~((uint64_t)1 << (first + count++));
+        size_t run = count * HAK_SLAB_SIZE;
         for (unsigned i = 0; i < count; i++)
             hak_slab_clear_touched_free_words(&slab[i]);
         size_t moved, taken;
         enum hak_lend_result result =
-            hak_mappings_lend(&ss->mappings, (char *)ss, slab->start + run - piece, piece, to,
-                              to_base, dst + lent, node, &moved, &taken);
+            hak_mappings_lend(&ss->mappings, (char *)ss, slab->start, run, to, to_base, dst + lent,
+                              node, &moved, &taken);
         /* The run's last bytes moved: each slab keeps what lies below. */
         size_t kept = run - moved;
         for (unsigned i = 0; i < count; i++) {
@@ -427,11 +425,11 @@ static size_t lend_slabs(struct hak_superslab *ss, unsigned node, char *dst, siz
     return lent;
 }
 
-/* Whether one of ss's free slabs still holds touched pages. */
-static bool holds_touched_slabs(const struct hak_superslab *ss)
+/* Whether one of ss's free slabs still has pages to lend (lend_slabs). */
+static bool holds_lendable_slabs(const struct hak_superslab *ss)
 {
     for (uint32_t free = ss->free_slabs; free; free &= free - 1)
-        if (ss->slabs[__builtin_ctz(free)].touched_pages)
+        if (ss->slabs[__builtin_ctz(free)].touched_pages == HAK_SLAB_SIZE / HAK_PAGE_SIZE)
             return true;
     return false;
 }
@@ -485,7 +483,8 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, size_t need,
     /* Pages of at most as many spares as a release retires, for this is a
      * malloc; spares with none leave on the way. */
     unsigned lent_from = 0;
-    while (can_lend && lent < size && lent_from < MAX_RETIRED_BY_CALL && oldest != NO_SPARES) {
+    while (can_lend && size - lent >= HAK_LEND_MIN_BYTES && lent_from < MAX_RETIRED_BY_CALL &&
+           oldest != NO_SPARES) {
         pthread_mutex_lock(lock_of(pool));
         struct hak_superslab *ss = take_lender(pool, now, age_ms);
         pthread_mutex_unlock(lock_of(pool));
@@ -495,10 +494,11 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, size_t need,
         size_t moved = lend_slabs(ss, node, dst + lent, size - lent, to, to_base, &refused);
         lent += moved;
         lent_from += moved != 0;
-        /* Pages left where dst is not full: the kernel refused, or the
-         * bound on lent ranges was reached. */
-        bool still_holds_pages = holds_touched_slabs(ss);
-        if (still_holds_pages && lent == size && !refused && hak_superslab_region_holds(ss)) {
+        /* Pages left to lend where dst has room for them: the kernel
+         * refused, or the bound on lent ranges was reached. */
+        bool still_holds_pages = holds_lendable_slabs(ss);
+        bool dst_full = size - lent < HAK_LEND_MIN_BYTES;
+        if (still_holds_pages && dst_full && !refused && hak_superslab_region_holds(ss)) {
             /* Back among the spares in age order, for the next span (one
              * outside the region leaves: a spare kept meanwhile may have
              * taken its place among the mapped ones).  One the kernel

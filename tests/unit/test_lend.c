@@ -271,18 +271,19 @@ static void test_fresh_spans_lend_ahead(void)
  * and the pages past it go back to the arena untouched. */
 static void test_short_lend_ahead_keeps_the_span(void)
 {
-    enum { PART = SLAB_PAGES / 2 };
+    enum { SPAN = 2 * SLAB_PAGES };
     hak_page_arena_release_free(0);
-    leave_stale_spare(1, PART);
-    struct hak_slab *span = fresh_span(SLAB_PAGES);
+    leave_stale_spare(1, SLAB_PAGES);
+    struct hak_slab *span = fresh_span(SPAN);
     uint64_t held = 0;
-    CHECK(span->pages == SLAB_PAGES && span->touched_pages == PART &&
+    CHECK(span->pages == SPAN && span->touched_pages == SLAB_PAGES &&
               hak_hot_span_retained(0, &held) == 0,
           "a short lend left a span of %u pages, %u touched, and %llu spans in the box",
           span->pages, span->touched_pages, (unsigned long long)held);
     CHECK(page_lent_clean(span->start, 0), "the span does not start with the slab's pages");
-    struct hak_slab *next = arena_span(SLAB_PAGES);
-    CHECK(next->start == span->start + HAK_SLAB_SIZE && !unit_page_resident(next->start),
+    struct hak_slab *next = arena_span(SPAN);
+    CHECK(next->start == span->start + (size_t)SPAN * HAK_PAGE_SIZE &&
+              !unit_page_resident(next->start),
           "the pages past the span did not go back to the arena untouched");
     CHECK(next->fresh, "the span cut past a short lend ahead does not count as fresh "
                        "(calloc would clear, and fault in, its pages)");
@@ -336,25 +337,25 @@ static void test_lend_ahead_takes_whole_spans(void)
  * is fresh and reads as zeros, for calloc leaves such a span alone. */
 static void test_lend_ahead_ending_in_a_span(void)
 {
-    enum { LENDERS = 3, PART = SLAB_PAGES / 2 };
+    enum { LENDERS = 3, SPAN = 2 * SLAB_PAGES };
     hak_hot_span_release_all(0);
     hak_page_arena_release_free(0);
-    leave_stale_spare(LENDERS, PART);
-    struct hak_slab *span = fresh_span(SLAB_PAGES);
-    struct hak_slab *second = hak_hot_span_take(0, SLAB_PAGES);
-    CHECK(span->touched_pages == SLAB_PAGES && second &&
-              second->start == span->start + HAK_SLAB_SIZE &&
-              second->touched_pages == LENDERS * PART - SLAB_PAGES && !second->fresh,
-          "a lend of %d pages did not fill the span and half the next", LENDERS * PART);
+    leave_stale_spare(LENDERS, SLAB_PAGES);
+    struct hak_slab *span = fresh_span(SPAN);
+    struct hak_slab *second = hak_hot_span_take(0, SPAN);
+    CHECK(span->touched_pages == SPAN && second &&
+              second->start == span->start + (size_t)SPAN * HAK_PAGE_SIZE &&
+              second->touched_pages == LENDERS * SLAB_PAGES - SPAN && !second->fresh,
+          "a lend of %d pages did not fill the span and half the next", LENDERS * SLAB_PAGES);
     if (second)
-        CHECK(!pages_resident(second->start + (size_t)PART * HAK_PAGE_SIZE, SLAB_PAGES - PART),
+        CHECK(!pages_resident(second->start + HAK_SLAB_SIZE, SPAN - SLAB_PAGES),
               "the second span's pages past the lent ones are resident");
     hak_shared_pool_release(0); /* nothing lends to the next span */
-    struct hak_slab *next = arena_span(SLAB_PAGES);
+    struct hak_slab *next = arena_span(SPAN);
     bool zeros = true;
-    for (size_t w = 0; w < HAK_SLAB_SIZE / sizeof(uint64_t); w++)
+    for (size_t w = 0; w < (size_t)SPAN * HAK_PAGE_SIZE / sizeof(uint64_t); w++)
         zeros &= ((const uint64_t *)next->start)[w] == 0;
-    CHECK(next->start == span->start + 2 * HAK_SLAB_SIZE && next->fresh && zeros,
+    CHECK(next->start == span->start + 2 * (size_t)SPAN * HAK_PAGE_SIZE && next->fresh && zeros,
           "the arena's span past the run is not fresh memory reading as zeros");
     hak_page_arena_free(next);
     hak_hot_span_put(span);
@@ -420,21 +421,38 @@ static void test_long_spans_lend_ahead(void)
     hak_page_arena_release_free(0);
 }
 
-static void test_slab_lends_its_last_pages(void)
+/* No move carries less than a slab (HAK_LEND_MIN_BYTES): a slab carved in
+ * part keeps its pages, which go back once its SuperSlab retires, while
+ * its wholly touched neighbour lends; a span shorter than a slab takes
+ * nothing, and the stale spare goes back, as where none lends. */
+static void test_moves_carry_a_slab(void)
 {
-    enum { PART = SLAB_PAGES / 4 };
+    enum { PART = SLAB_PAGES / 2 };
+    hak_hot_span_release_all(0);
+    leave_stale_spare(2, SLAB_PAGES);
+    fill_slab(whole[0], 0, PART); /* carved in part: its last pages untouched */
+    hak_os_decommit(whole[0]->start + (size_t)PART * HAK_PAGE_SIZE,
+                    (size_t)(SLAB_PAGES - PART) * HAK_PAGE_SIZE);
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    struct hak_slab *span = arena_span(2 * SLAB_PAGES);
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == HAK_SLAB_SIZE &&
+              span->touched_pages == SLAB_PAGES && page_lent_clean(span->start, SLAB_PAGES),
+          "a span took %llu bytes, not the wholly touched slab's %d pages",
+          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), SLAB_PAGES);
+    CHECK(whole[0]->touched_pages == 0 && !unit_page_resident(whole[0]->start),
+          "the slab carved in part lent, or kept its pages after its SuperSlab retired "
+          "(%u pages counted)",
+          whole[0]->touched_pages);
+    hak_page_arena_free(span);
+
     leave_stale_spare(1, SLAB_PAGES);
-    struct hak_slab *first = arena_span(PART);
-    struct hak_slab *second = arena_span(PART);
-    CHECK(page_lent_clean(first->start, SLAB_PAGES - PART) &&
-              page_lent_clean(second->start, SLAB_PAGES - 2 * PART),
-          "two spans did not take a slab's last pages, then the ones before");
-    CHECK(whole[0]->touched_pages == SLAB_PAGES - 2 * PART,
-          "a slab that lent half its pages counts %u touched", whole[0]->touched_pages);
-    CHECK(unit_page_resident(whole[0]->start) && page_lent_clean(whole[0]->start, 0),
-          "a slab's pages it did not lend are gone");
-    hak_page_arena_free(first);
-    hak_page_arena_free(second);
+    lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    struct hak_slab *short_span = arena_span(SLAB_PAGES / 2);
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) == lent && short_span->touched_pages == 0 &&
+              !unit_page_resident(whole[0]->start),
+          "a span shorter than a slab took %llu bytes, or the stale spare kept its pages",
+          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent));
+    hak_page_arena_free(short_span);
     hak_shared_pool_release(0);
 }
 
@@ -452,36 +470,35 @@ static bool refuse_all(const void *source, size_t size)
  * young, and no span tries it again. */
 static void test_young_spare_lends(void)
 {
-    enum { PART = SLAB_PAGES / 4 };
     uint64_t decay_ms = hak_options.decay_ms;
     hak_options.decay_ms = UINT64_MAX; /* young throughout, however slow the machine */
-    leave_young_spare(1, SLAB_PAGES);
+    leave_young_spare(4, SLAB_PAGES);
     uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
-    struct hak_slab *first = arena_span(PART);
-    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == PART * HAK_PAGE_SIZE &&
-              page_lent_clean(first->start, SLAB_PAGES - PART),
-          "a span took %llu bytes of a young spare's, not its slab's last %d pages",
-          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), PART);
-    CHECK(whole[0]->touched_pages == SLAB_PAGES - PART && unit_page_resident(whole[0]->start),
+    struct hak_slab *first = arena_span(SLAB_PAGES);
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == HAK_SLAB_SIZE &&
+              page_lent_clean(first->start, 0),
+          "a span took %llu bytes of a young spare's, not its first slab's %d pages",
+          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), SLAB_PAGES);
+    CHECK(whole[1]->touched_pages == SLAB_PAGES && unit_page_resident(whole[1]->start),
           "a young spare that lent part of its pages gave back the rest (%u pages counted)",
-          whole[0]->touched_pages);
-    struct hak_slab *second = arena_span(PART);
-    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == 2 * PART * HAK_PAGE_SIZE &&
-              page_lent_clean(second->start, SLAB_PAGES - 2 * PART),
-          "the next span did not take the young spare's next %d pages: it left the spares", PART);
+          whole[1]->touched_pages);
+    struct hak_slab *second = arena_span(SLAB_PAGES);
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == 2 * HAK_SLAB_SIZE &&
+              page_lent_clean(second->start, SLAB_PAGES),
+          "the next span did not take the young spare's next slab: it left the spares");
 
     mremap_refused = refuse_all;
     mremap_refusal = EFAULT;
     unsigned refused = mremap_refusals;
-    struct hak_slab *third = arena_span(PART);
-    struct hak_slab *fourth = arena_span(PART);
+    struct hak_slab *third = arena_span(SLAB_PAGES);
+    struct hak_slab *fourth = arena_span(SLAB_PAGES);
     mremap_refused = kernel_refuses;
     CHECK(mremap_refusals == refused + 1,
           "a young spare whose move the kernel refused was tried %u times, not once",
           mremap_refusals - refused);
     hak_page_arena_free(first);
     hak_page_arena_free(second);
-    hak_os_decommit(third->start, (size_t)PART * HAK_PAGE_SIZE); /* the arena keeps clean spans */
+    hak_os_decommit(third->start, HAK_SLAB_SIZE); /* the arena keeps clean spans */
     hak_page_arena_free(third);
     hak_page_arena_free(fourth);
     hak_shared_pool_release(0);
@@ -647,6 +664,30 @@ static void test_superslab_takes_span_pages(void)
               "retired), not one, or kept their pages",
               mappings_over(ss, end), before);
     hak_hot_span_release_all(0);
+}
+
+/* A stale hot span with fewer resident pages than a slab lends none to a
+ * fresh SuperSlab (HAK_LEND_MIN_BYTES): they go back, as where none lends,
+ * and the SuperSlab's slabs fault in their own. */
+static void test_span_short_of_a_slab_lends_none(void)
+{
+    enum { TOUCHED = SLAB_PAGES / 2 };
+    hak_hot_span_release_all(0);
+    hak_shared_pool_release(0);
+    struct hak_slab *span = arena_span(SLAB_PAGES);
+    char *start = span->start;
+    memset(start, 3, (size_t)TOUCHED * HAK_PAGE_SIZE);
+    span->kind = HAK_SLAB_MID;
+    span->touched_pages = TOUCHED;
+    hak_hot_span_put(span);
+    unit_sleep_ms(2 * STALE_MS);
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    take_whole_superslab();
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) == lent && box_bytes() == 0 &&
+              !unit_page_resident(start) && whole[0]->touched_pages == 0,
+          "a span of %d touched pages lent %llu bytes to a SuperSlab, or stayed (%zu bytes hot)",
+          TOUCHED, (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), box_bytes());
+    retire_whole_superslab();
 }
 
 /* A hot span merged from one whose first page alone was touched and one
@@ -962,13 +1003,14 @@ int main(int argc, char **argv)
     test_lend_ahead_ending_in_a_span();
     test_lend_ahead_within_budget();
     test_long_spans_lend_ahead();
-    if (hak_superslab_region_exists()) { /* else a spare that lent part of its pages leaves */
-        test_slab_lends_its_last_pages();
+    if (hak_superslab_region_exists()) { /* else a spare that lent leaves, unmapped */
+        test_moves_carry_a_slab();
         test_young_spare_lends();
     }
     test_calloc_of_lent_span();
     test_locked_memory_lends_nothing();
     test_superslab_takes_span_pages();
+    test_span_short_of_a_slab_lends_none();
     test_merged_span_lends_every_resident_page();
     test_discards_over_budget_wait_for_a_lend();
     test_pages_move_back_and_forth();
