@@ -460,13 +460,15 @@ struct hak_heap {
     uint32_t read_allocs[HAK_NUM_CLASSES];
     uint32_t active_ms[HAK_NUM_CLASSES];
     /* Each class's mallocs when release_idle_for_growth last looked, the
-     * thread's minor page faults at the first look that saw them change
-     * (modulo 2^32, for differences only), and when it last looked
-     * (microseconds, CLOCK_MONOTONIC).  The heap is 8192 bytes now, the
-     * biggest meta record: a field more needs room made first. */
+     * thread's growth (its minor page faults and the pages of the slabs
+     * and spans it took) at the first look that saw them change (modulo
+     * 2^32, for differences only), and when it last looked (microseconds,
+     * CLOCK_MONOTONIC).  The heap is 8192 bytes now, the biggest meta
+     * record: a field more needs room made first. */
     uint32_t growth_allocs[HAK_NUM_CLASSES];
-    uint32_t active_faults[HAK_NUM_CLASSES];
+    uint32_t active_growth[HAK_NUM_CLASSES];
     uint64_t growth_look_us;
+    uint32_t taken_pages;                  /* of slabs and spans from the node, modulo 2^32 */
     bool discard_spans;                    /* while release_idle_for_growth releases caches */
     struct hak_slab *cur[HAK_NUM_CLASSES]; /* slab refills carve from */
     struct hak_slab_list partial[HAK_NUM_CLASSES];

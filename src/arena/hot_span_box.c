@@ -683,6 +683,30 @@ static bool lendable(const struct hak_slab *span)
     return !chunk->huge_pages && hak_mappings_known(&chunk->mappings);
 }
 
+/* Whether span has too few resident pages for a move (HAK_LEND_MIN_BYTES). */
+static bool too_short_to_lend(const struct hak_slab *span)
+{
+    return (size_t)span->touched_pages * HAK_PAGE_SIZE < HAK_LEND_MIN_BYTES;
+}
+
+/* Under the lock: the oldest span of box that lends or, where it has too
+ * few pages to move, goes back stale; NULL if none.  A young span with too
+ * few stays, for the Mid or L25 request it may serve next (a few looked
+ * past at most: this is a malloc). */
+static struct hak_slab *next_to_lend(const struct hot_span_box *box, uint64_t now,
+                                     uint64_t stale_ms)
+{
+    struct hak_slab *span = box->oldest;
+    for (unsigned skipped = 0;
+         span && too_short_to_lend(span) && !hak_os_aged(now, span->freed_ms, stale_ms);
+         skipped++) {
+        if (skipped == MAX_LENT_SPANS_BY_CALL)
+            return NULL;
+        span = span->age_next;
+    }
+    return span;
+}
+
 /* span, which a lend took out of box, back as the oldest, as it was. */
 static void put_back_oldest(struct hot_span_box *box, struct hak_slab *span)
 {
@@ -802,8 +826,8 @@ size_t hak_hot_span_lend(unsigned node, char *dst, size_t size, struct hak_mappi
             if (!__atomic_load_n(&box->bytes, __ATOMIC_RELAXED))
                 break;
             pthread_mutex_lock(lock_of(box));
-            struct hak_slab *span = box->oldest;
-            if (!span || !hak_os_aged(now, span->freed_ms, stale_ms) || !lendable(span)) {
+            struct hak_slab *span = next_to_lend(box, now, stale_ms);
+            if (!span || !lendable(span)) {
                 pthread_mutex_unlock(lock_of(box));
                 break;
             }
@@ -811,9 +835,8 @@ size_t hak_hot_span_lend(unsigned node, char *dst, size_t size, struct hak_mappi
             __atomic_store_n(&span->kind, HAK_SLAB_INVALID, __ATOMIC_RELAXED);
             note_longest(box);
             pthread_mutex_unlock(lock_of(box));
-            if ((size_t)span->touched_pages * HAK_PAGE_SIZE < HAK_LEND_MIN_BYTES) {
-                /* Too few pages to move (HAK_LEND_MIN_BYTES): they go back,
-                 * as a stale span's do where none lends. */
+            if (too_short_to_lend(span)) {
+                /* A stale one's pages go back, as where none lends. */
                 span->next = NULL;
                 release(span);
                 continue;

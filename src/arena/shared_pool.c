@@ -43,6 +43,10 @@ struct shared_pool {
     /* Wholly free SuperSlabs of the region whose pages went back: taken
      * after the spares, before a SuperSlab is made. */
     struct superslab_list retired;
+    /* Whether a SuperSlab in use may hold a free slab to lend (lend_slabs),
+     * as a give last saw one come back and no lend has found none since:
+     * read without the lock (hak_shared_pool_may_lend). */
+    bool in_use_lends;
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
 /* Never aged (hak_os_aged): the end of time. */
@@ -254,32 +258,102 @@ static struct hak_superslab *with_free_slab(struct shared_pool *pool, bool *reti
     return ss;
 }
 
-/* ss, made or retired, out of the lists: its free slabs, whose pages are
- * fresh, take those of the node's stale hot spans, as many as they have
- * (hak_hot_span_lend), and fault none in where they do (a phase of small
- * blocks after one of bigger ones: bench/phases); where none could lend,
- * the stale spans give theirs back, as they did before lending.  Not at
- * level 2, whose slabs end in guard pages. */
-static void fill_fresh_slabs(struct hak_superslab *ss, unsigned node)
+/* The count slabs of ss from first take the pages of the node's hot spans
+ * (hak_hot_span_lend), as many as they have, from their front; returns the
+ * bytes taken.  The larger touched count where a decommit was refused
+ * (locked memory): the words of the slab's last class lie there still. */
+static size_t fill_from_box(struct hak_superslab *ss, unsigned first, unsigned count, unsigned node)
 {
-    unsigned first = (unsigned)__builtin_ctz(ss->free_slabs);
-    char *start = ss->slabs[first].start;
-    size_t size = (size_t)((char *)ss + HAK_SUPERSLAB_SIZE - start);
-    size_t lent = hak_harden.guard_bytes
-                      ? 0
-                      : hak_hot_span_lend(node, start, size, &ss->mappings, (char *)ss);
-    /* Where none could lend; stale spans left after a lend stay for the
-     * next SuperSlab (the call's bound on its work, or the slabs full). */
-    if (!lent)
-        hak_hot_span_release_stale(node);
-    /* The larger count where a decommit was refused (locked memory): the
-     * words of the slab's last class lie there still. */
-    for (unsigned i = first; i < HAK_SLABS_PER_SUPERSLAB && lent; i++) {
-        size_t here = lent < HAK_SLAB_SIZE ? lent : HAK_SLAB_SIZE;
+    size_t lent = hak_hot_span_lend(node, ss->slabs[first].start, count * HAK_SLAB_SIZE,
+                                    &ss->mappings, (char *)ss);
+    size_t left = lent;
+    for (unsigned i = first; i < first + count && left; i++) {
+        size_t here = left < HAK_SLAB_SIZE ? left : HAK_SLAB_SIZE;
         uint32_t pages = (uint32_t)(here / HAK_PAGE_SIZE);
         if (ss->slabs[i].touched_pages < pages)
             ss->slabs[i].touched_pages = pages;
-        lent -= here;
+        left -= here;
+    }
+    return lent;
+}
+
+/* ss, made or retired, out of the lists: its free slabs, whose pages are
+ * fresh, take those of the node's hot spans (fill_from_box), and fault none
+ * in where they do (a phase of small blocks after one of bigger ones:
+ * bench/phases); where none could lend, the stale spans give theirs back,
+ * as they did before lending.  Not at level 2, whose slabs end in guard
+ * pages. */
+static void fill_fresh_slabs(struct hak_superslab *ss, unsigned node)
+{
+    if (hak_harden.guard_bytes)
+        return;
+    unsigned first = (unsigned)__builtin_ctz(ss->free_slabs);
+    /* Where none could lend; stale spans left after a lend stay for the
+     * next SuperSlab (the call's bound on its work, or the slabs full). */
+    if (!fill_from_box(ss, first, HAK_SLABS_PER_SUPERSLAB - first, node))
+        hak_hot_span_release_stale(node);
+}
+
+/* Whether node's box holds enough for a move (HAK_LEND_MIN_BYTES), read
+ * without its locks. */
+static bool box_may_fill(unsigned node)
+{
+    uint64_t spans = 0;
+    return hak_hot_span_retained(node, &spans) >= HAK_LEND_MIN_BYTES;
+}
+
+/* Under the pool's lock: ss's free slabs in mask leave its free ones,
+ * counted in use, while their pages move (unlocked): no other thread takes
+ * them, and no give makes ss a spare meanwhile. */
+static void reserve_slabs(struct shared_pool *pool, struct hak_superslab *ss, uint32_t mask)
+{
+    ss->free_slabs &= ~mask;
+    ss->used_slabs += (unsigned)__builtin_popcount(mask);
+    if (!ss->free_slabs)
+        list_remove(&pool->with_free, ss);
+}
+
+/* Under the pool's lock: the slabs of ss in mask, which were in use or
+ * reserved, are free; ss, where none of its slabs is in use any more, a
+ * spare, and spares old enough leave for *leaving (retire them unlocked). */
+static void slabs_back(struct shared_pool *pool, struct hak_superslab *ss, uint32_t mask,
+                       struct hak_superslab **leaving)
+{
+    if (!mask)
+        return;
+    if (!ss->free_slabs)
+        list_push(&pool->with_free, ss);
+    ss->free_slabs |= mask;
+    ss->used_slabs -= (unsigned)__builtin_popcount(mask);
+    if (ss->used_slabs == 0) {
+        uint64_t now = hak_os_now_ms();
+        list_remove(&pool->with_free, ss);
+        leave_older(pool, now, hak_options.decay_ms, MAX_RETIRED_BY_CALL, leaving);
+        keep_spare(pool, ss, now, leaving);
+    }
+}
+
+/* The free slabs of ss in mask with no page, which would fault theirs in. */
+static uint32_t slabs_without_pages(const struct hak_superslab *ss, uint32_t mask)
+{
+    uint32_t none = 0;
+    for (; mask; mask &= mask - 1)
+        if (!ss->slabs[__builtin_ctz(mask)].touched_pages)
+            none |= mask & -mask;
+    return none;
+}
+
+/* The runs of mask's slabs of ss, reserved, take the node's hot spans'
+ * pages (fill_from_box), until the spans run short. */
+static void fill_slabs_from_box(struct hak_superslab *ss, uint32_t mask, unsigned node)
+{
+    while (mask) {
+        unsigned first = (unsigned)__builtin_ctz(mask), count = 0;
+        while (first + count < HAK_SLABS_PER_SUPERSLAB && (mask >> (first + count) & 1))
+            count++;
+        mask &= ~((((uint32_t)1 << count) - 1) << first);
+        if (fill_from_box(ss, first, count, node) < count * HAK_SLAB_SIZE)
+            return;
     }
 }
 
@@ -289,7 +363,8 @@ struct hak_slab *hak_shared_pool_take(unsigned node)
     bool retired = false;
     pthread_mutex_lock(lock_of(pool));
     struct hak_superslab *ss = with_free_slab(pool, &retired);
-    if (!ss || retired) {
+    bool fresh = !ss || retired;
+    if (fresh) {
         /* A retired SuperSlab's slabs are fresh memory, as a new one's
          * are.  Mapping is slow; do it outside the lock. */
         pthread_mutex_unlock(lock_of(pool));
@@ -302,11 +377,34 @@ struct hak_slab *hak_shared_pool_take(unsigned node)
         list_push(&pool->with_free, ss);
     }
     unsigned index = (unsigned)__builtin_ctz(ss->free_slabs);
-    ss->free_slabs &= ~(1u << index);
-    ss->used_slabs++;
-    if (!ss->free_slabs)
-        list_remove(&pool->with_free, ss);
+    uint32_t no_pages = 0;
+    /* A free slab with no page, where the box holds spans: it and the
+     * SuperSlab's other free slabs with none take the spans' pages, as a
+     * fresh SuperSlab's do, where they would fault in their own while the
+     * spans stay resident.  Such slabs are the ones that lent their pages
+     * to spans (lend_in_use_slabs), and those of a SuperSlab made or taken
+     * back when the box had less than its slabs: a program whose phases of
+     * small and bigger blocks follow each other with no pause has them in
+     * every phase.  The one taken stays reserved: counted in use, ss cannot
+     * become a spare meanwhile.  Not at level 2, whose slabs end in guard
+     * pages. */
+    if (!fresh && !hak_harden.guard_bytes && !ss->slabs[index].touched_pages && box_may_fill(node))
+        no_pages = slabs_without_pages(ss, ss->free_slabs);
+    struct hak_superslab *leaving = NULL;
+    if (no_pages) {
+        reserve_slabs(pool, ss, no_pages);
+        pthread_mutex_unlock(lock_of(pool));
+        fill_slabs_from_box(ss, no_pages, node);
+        pthread_mutex_lock(lock_of(pool));
+        slabs_back(pool, ss, no_pages & ~(1u << index), &leaving);
+    } else {
+        ss->free_slabs &= ~(1u << index);
+        ss->used_slabs++;
+        if (!ss->free_slabs)
+            list_remove(&pool->with_free, ss);
+    }
     pthread_mutex_unlock(lock_of(pool));
+    retire(pool, leaving);
     struct hak_slab *slab = &ss->slabs[index];
     slab->state = HAK_STATE_NONE;
     return slab;
@@ -327,17 +425,11 @@ void hak_shared_pool_give(struct hak_slab *slab)
     hak_superslab_clear_page_classes(slab);
     slab->state = HAK_STATE_POOL;
     slab->end = slab->start;
+    bool lends = slab->touched_pages == HAK_SLAB_PAGES;
     pthread_mutex_lock(lock_of(pool));
-    if (!ss->free_slabs)
-        list_push(&pool->with_free, ss);
-    ss->free_slabs |= 1u << hak_superslab_index(slab);
-    ss->used_slabs--;
-    if (ss->used_slabs == 0) {
-        uint64_t now = hak_os_now_ms();
-        list_remove(&pool->with_free, ss);
-        leave_older(pool, now, hak_options.decay_ms, MAX_RETIRED_BY_CALL, &leaving);
-        keep_spare(pool, ss, now, &leaving);
-    }
+    slabs_back(pool, ss, 1u << hak_superslab_index(slab), &leaving);
+    if (lends && ss->used_slabs && !__atomic_load_n(&pool->in_use_lends, __ATOMIC_RELAXED))
+        __atomic_store_n(&pool->in_use_lends, true, __ATOMIC_RELAXED);
     pthread_mutex_unlock(lock_of(pool));
     retire(pool, leaving);
 }
@@ -373,7 +465,8 @@ void hak_shared_pool_release_stale(unsigned node)
         release_older(node, now, age_ms, MAX_RETIRED_BY_CALL);
 }
 
-/* Moves the pages of ss's wholly touched free slabs to dst, as many as
+/* Moves the pages of the wholly touched ones of ss's free slabs in slabs
+ * (ss's own, or reserved: reserve_slabs) to dst, as many as
  * fill it to less than a slab (HAK_LEND_MIN_BYTES) from its room, each
  * slab's blocks' free-list words cleared first (their links are not to
  * reach the span's blocks); returns the bytes of dst taken, to being its
@@ -383,12 +476,12 @@ void hak_shared_pool_release_stale(unsigned node)
  * go back with the SuperSlab's once it retires.  A move the kernel
  * refused sets *refused, a failed one's bytes counted as taken, and the
  * slabs keep what did not move. */
-static size_t lend_slabs(struct hak_superslab *ss, unsigned node, char *dst, size_t room,
-                         struct hak_mappings *to, const char *to_base, bool *refused)
+static size_t lend_slabs(struct hak_superslab *ss, uint32_t slabs, unsigned node, char *dst,
+                         size_t room, struct hak_mappings *to, const char *to_base, bool *refused)
 {
     enum { SLAB_PAGES = HAK_SLAB_SIZE / HAK_PAGE_SIZE };
     size_t lent = 0;
-    uint64_t free = ss->free_slabs;
+    uint64_t free = slabs;
     while (free && room - lent >= HAK_LEND_MIN_BYTES) {
         unsigned first = (unsigned)__builtin_ctzll(free);
         struct hak_slab *slab = &ss->slabs[first];
@@ -425,13 +518,66 @@ static size_t lend_slabs(struct hak_superslab *ss, unsigned node, char *dst, siz
     return lent;
 }
 
-/* Whether one of ss's free slabs still has pages to lend (lend_slabs). */
-static bool holds_lendable_slabs(const struct hak_superslab *ss)
+/* The slabs of mask, free slabs of ss, that have pages to lend
+ * (lend_slabs): all of them touched. */
+static uint32_t lendable_slabs(const struct hak_superslab *ss, uint32_t mask)
 {
-    for (uint32_t free = ss->free_slabs; free; free &= free - 1)
-        if (ss->slabs[__builtin_ctz(free)].touched_pages == HAK_SLAB_SIZE / HAK_PAGE_SIZE)
-            return true;
-    return false;
+    uint32_t lendable = 0;
+    for (; mask; mask &= mask - 1)
+        if (ss->slabs[__builtin_ctz(mask)].touched_pages == HAK_SLAB_PAGES)
+            lendable |= mask & -mask;
+    return lendable;
+}
+
+/* SuperSlabs in use a lend looks over, under the pool's lock, for free
+ * slabs to lend: this is a malloc. */
+#define MAX_IN_USE_LOOKED 32
+
+/* Under the pool's lock: a SuperSlab in use with free slabs to lend, and
+ * *mask those slabs; NULL where the first MAX_IN_USE_LOOKED have none,
+ * which notes that none may until a give sees one come back. */
+static struct hak_superslab *in_use_lender(struct shared_pool *pool, uint32_t *mask)
+{
+    unsigned looked = 0;
+    for (struct hak_superslab *ss = pool->with_free.first; ss && looked < MAX_IN_USE_LOOKED;
+         ss = next_of(ss), looked++)
+        if ((*mask = lendable_slabs(ss, ss->free_slabs)) != 0)
+            return ss;
+    __atomic_store_n(&pool->in_use_lends, false, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+/* Where the spares could not fill dst: the free slabs of SuperSlabs in use
+ * lend their pages, reserved meanwhile (reserve_slabs), from as many
+ * SuperSlabs as *lenders leaves to MAX_RETIRED_BY_CALL.  The small classes'
+ * caches keep a slab or two in use in many SuperSlabs, whose free slabs
+ * would otherwise stay resident through a phase of bigger blocks, as the
+ * spans that phase faults in (a program whose phases follow each other
+ * with no pause: up to 27 SuperSlabs holding 50 MB of free slabs).  Returns
+ * the bytes of dst taken; *stopped where the kernel refused a move. */
+static size_t lend_in_use_slabs(struct shared_pool *pool, unsigned node, char *dst, size_t size,
+                                struct hak_mappings *to, const char *to_base, unsigned *lenders,
+                                bool *stopped)
+{
+    size_t lent = 0;
+    while (size - lent >= HAK_LEND_MIN_BYTES && *lenders < MAX_RETIRED_BY_CALL && !*stopped) {
+        uint32_t mask = 0;
+        pthread_mutex_lock(lock_of(pool));
+        struct hak_superslab *ss = in_use_lender(pool, &mask);
+        if (ss)
+            reserve_slabs(pool, ss, mask);
+        pthread_mutex_unlock(lock_of(pool));
+        if (!ss)
+            break;
+        lent += lend_slabs(ss, mask, node, dst + lent, size - lent, to, to_base, stopped);
+        (*lenders)++;
+        struct hak_superslab *leaving = NULL;
+        pthread_mutex_lock(lock_of(pool));
+        slabs_back(pool, ss, mask, &leaving);
+        pthread_mutex_unlock(lock_of(pool));
+        retire(pool, leaving);
+    }
+    return lent;
 }
 
 /* Without the lock: whether the oldest spare may lend, stale or young
@@ -462,6 +608,8 @@ static struct hak_superslab *take_lender(struct shared_pool *pool, uint64_t now,
 bool hak_shared_pool_may_lend(unsigned node)
 {
     const struct shared_pool *pool = &pools[node];
+    if (__atomic_load_n(&pool->in_use_lends, __ATOMIC_RELAXED))
+        return true;
     if (__atomic_load_n(&pool->oldest_spare_ms, __ATOMIC_RELAXED) == NO_SPARES)
         return false;
     uint64_t age_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
@@ -473,32 +621,36 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, size_t need,
 {
     struct shared_pool *pool = &pools[node];
     uint64_t oldest = __atomic_load_n(&pool->oldest_spare_ms, __ATOMIC_RELAXED);
-    if (oldest == NO_SPARES)
+    bool in_use_lends = __atomic_load_n(&pool->in_use_lends, __ATOMIC_RELAXED);
+    if (oldest == NO_SPARES && !in_use_lends)
         return 0;
     uint64_t now = hak_os_now_ms(), age_ms = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
-    if (!oldest_may_lend(pool, now, age_ms))
+    bool spares_lend = oldest != NO_SPARES && oldest_may_lend(pool, now, age_ms);
+    if (!spares_lend && !in_use_lends)
         return 0;
     size_t lent = 0;
-    bool can_lend = hak_os_can_lend();
+    /* A move the kernel refused, or the bound on lent ranges reached: no
+     * more this call. */
+    bool stopped = !hak_os_can_lend();
     /* Pages of at most as many spares as a release retires, for this is a
      * malloc; spares with none leave on the way. */
     unsigned lent_from = 0;
-    while (can_lend && size - lent >= HAK_LEND_MIN_BYTES && lent_from < MAX_RETIRED_BY_CALL &&
-           oldest != NO_SPARES) {
+    while (spares_lend && !stopped && size - lent >= HAK_LEND_MIN_BYTES &&
+           lent_from < MAX_RETIRED_BY_CALL && oldest != NO_SPARES) {
         pthread_mutex_lock(lock_of(pool));
         struct hak_superslab *ss = take_lender(pool, now, age_ms);
         pthread_mutex_unlock(lock_of(pool));
         if (!ss)
             break;
-        bool refused = false;
-        size_t moved = lend_slabs(ss, node, dst + lent, size - lent, to, to_base, &refused);
+        size_t moved =
+            lend_slabs(ss, ss->free_slabs, node, dst + lent, size - lent, to, to_base, &stopped);
         lent += moved;
         lent_from += moved != 0;
         /* Pages left to lend where dst has room for them: the kernel
          * refused, or the bound on lent ranges was reached. */
-        bool still_holds_pages = holds_lendable_slabs(ss);
+        bool still_holds_pages = lendable_slabs(ss, ss->free_slabs) != 0;
         bool dst_full = size - lent < HAK_LEND_MIN_BYTES;
-        if (still_holds_pages && dst_full && !refused && hak_superslab_region_holds(ss)) {
+        if (still_holds_pages && dst_full && !stopped && hak_superslab_region_holds(ss)) {
             /* Back among the spares in age order, for the next span (one
              * outside the region leaves: a spare kept meanwhile may have
              * taken its place among the mapped ones).  One the kernel
@@ -511,9 +663,13 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, size_t need,
         }
         retire(pool, ss);
         oldest = __atomic_load_n(&pool->oldest_spare_ms, __ATOMIC_RELAXED);
-        if (still_holds_pages || refused || !oldest_may_lend(pool, now, age_ms))
+        stopped |= still_holds_pages && !dst_full;
+        if (!oldest_may_lend(pool, now, age_ms))
             break;
     }
+    if (in_use_lends)
+        lent += lend_in_use_slabs(pool, node, dst + lent, size - lent, to, to_base, &lent_from,
+                                  &stopped);
     /* The rest of dst faults in fresh: stale spares that could not lend
      * leave as they would have without lending (those left by the bound
      * on this call's work stay for the next span). */

@@ -7,12 +7,14 @@
 
 /* A free slab of node (its start set, not yet assigned); NULL with errno
  * ENOMEM.  A SuperSlab made or taken back from the retired (its pages
- * given back) first moves the pages of the node's stale hot spans into its
- * free slabs (hak_hot_span_lend), before any other thread sees it: a phase
- * of small blocks after one of bigger ones faults none in where the other
- * left resident pages (bench/phases; redis's HSET after its LPOP).  A
- * retired SuperSlab whose slabs took such ranges has them mapped anew, one
- * kernel mapping again, rather than decommitted. */
+ * given back) first moves the pages of the node's hot spans into its free
+ * slabs (hak_hot_span_lend), before any other thread sees it: a phase of
+ * small blocks after one of bigger ones faults none in where the other
+ * left resident pages (bench/phases; redis's HSET after its LPOP); so do
+ * the free slabs of a SuperSlab in use whose pages went to spans
+ * (hak_shared_pool_lend), reserved meanwhile, when the one to be taken is
+ * among them.  A retired SuperSlab whose slabs took such ranges has them
+ * mapped anew, one kernel mapping again, rather than decommitted. */
 struct hak_slab *hak_shared_pool_take(unsigned node);
 /* An empty slab goes back to its SuperSlab; a SuperSlab that empties stays
  * as it is, a spare (outside the SuperSlab region, one of four at most),
@@ -34,25 +36,25 @@ void hak_shared_pool_release_aged(unsigned node);
 void hak_shared_pool_release_stale(unsigned node);
 /* Before node hands out fresh memory for Mid or L25 blocks (a span of the
  * PageArena, whose pages are untouched or were given back): the resident
- * pages of the spares, oldest first, move to [dst, dst + size), from its
- * front, in place of the untouched pages there (hak_os_lend), and those
- * spares leave, but for the last, which stays while it holds pages (in
- * the SuperSlab region; one outside leaves too).  A spare lends before it
- * is stale (as above) only in the region; the oldest spare that cannot
- * stops the lending until it is stale, and one the kernel refused a move
- * leaves, however young.  Where they cannot fill need bytes of dst (the
- * span's own; the rest is lent ahead, hot_span_box.h), the stale spares
- * left leave as above.  Returns the bytes of dst so filled (with those of
- * a move the kernel refused, which may hold some of the pages: calloc
- * zeroes them), to being the mappings of dst's chunk, at to_base
- * (mappings.h).  A program whose
- * small blocks of one phase give way to bigger ones in the next takes no
- * page faults for the memory the first left (phases: 46k faults in place
- * of 81k, 0.09 s of system time in place of 0.13), and keeps no more
- * resident than before. */
+ * pages of the spares' wholly touched free slabs, oldest spare first, move
+ * to [dst, dst + size), from its front, in place of the untouched pages
+ * there (hak_os_lend), and those spares leave, but for the last, which
+ * stays while it holds pages (in the SuperSlab region; one outside leaves
+ * too); then those of the free slabs of SuperSlabs in use, which come back
+ * with no page.  A spare lends before it is stale (as above) only in the
+ * region; the oldest spare that cannot stops the spares' lending until it
+ * is stale, and one the kernel refused a move leaves, however young.
+ * Where they cannot fill need bytes of dst (the span's own; the rest is
+ * lent ahead, hot_span_box.h), the stale spares left leave as above.  Returns the bytes of dst so
+ * filled (with those of a move the kernel refused, which may hold some of the pages: calloc zeroes
+ * them), to being the mappings of dst's chunk, at to_base (mappings.h).  A program whose small
+ * blocks of one phase give way to bigger ones in the next takes no page faults for the memory the
+ * first left (phases: 46k faults in place of 81k, 0.09 s of system time in place of 0.13), and
+ * keeps no more resident than before. */
 size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, size_t need,
                             struct hak_mappings *to, const char *to_base);
-/* Whether node has a spare that may lend now, as read without the lock.
+/* Whether node has a spare that may lend now, or a SuperSlab in use may
+ * have a free slab to lend, as read without the lock.
  * Whether the kernel lets pages move (hak_os_can_lend, which reads
  * /proc/self/status) is hak_shared_pool_lend's question, not asked for a
  * span in huge pages: a short-lived process reads no /proc file

@@ -124,9 +124,11 @@ static struct hak_slab *fresh_slab(struct hak_heap *heap, unsigned cls)
     release_idle_for_growth(heap, cls);
     if (hak_class_is_small(cls)) {
         struct hak_slab *slab = hak_shared_pool_take(heap->node);
-        if (slab)
+        if (slab) {
             hak_slab_assign(slab, heap, page_tag_of(heap), cls, slab->start,
                             HAK_SLAB_SIZE - hak_harden.guard_bytes);
+            heap->taken_pages += HAK_SLAB_PAGES;
+        }
         return slab;
     }
     uint32_t bytes = hak_class_span_bytes[cls];
@@ -136,6 +138,7 @@ static struct hak_slab *fresh_slab(struct hak_heap *heap, unsigned cls)
         span = hak_hot_span_take_fresh(heap->node, pages);
     if (!span)
         return NULL;
+    heap->taken_pages += pages;
     span->kind = hak_class_is_l25(cls) ? HAK_SLAB_L25 : HAK_SLAB_MID;
     hak_slab_assign(span, heap, page_tag_of(heap), cls, span->start, bytes);
     if (hak_harden.guard_bytes)
@@ -622,16 +625,16 @@ static void look_for_idle(struct hak_heap *heap, unsigned keep)
  * taken (88.7M instructions against 49.9M, callgrind). */
 #define GROWTH_LOOK_US 1000
 
-/* The faults its thread takes while a class serves no malloc, for the
+/* The growth its thread takes while a class serves no malloc, for the
  * class to count as idle: a release costs the class a flush and its
  * cache's growth again, some microseconds for a cache of 4 MiB, where 250
  * faults took a few hundred.  A longer decay keeps idle caches through
  * more growth, as it keeps them longer: an hour (the NUMA guest's
- * remote-free test) through 180k faults, some 700 MiB. */
-static uint32_t idle_faults(void)
+ * remote-free test) through 180k pages, some 700 MiB. */
+static uint32_t idle_growth(void)
 {
-    uint64_t faults = hak_options.decay_ms / HAK_IDLE_FAULT_DECAY_MS;
-    return faults < UINT32_MAX ? (uint32_t)faults : UINT32_MAX;
+    uint64_t pages = hak_options.decay_ms / HAK_IDLE_GROWTH_DECAY_MS;
+    return pages < UINT32_MAX ? (uint32_t)pages : UINT32_MAX;
 }
 
 /* Before the heap takes a slab or span from its node's backend for cls: the
@@ -639,16 +642,19 @@ static uint32_t idle_faults(void)
  * more give their blocks back: none since a refill or flush that long ago,
  * or none since the reading of the clock that first saw their last
  * (note_active_classes), that long ago; and so do those that served none
- * while the thread took a page fault per HAK_IDLE_FAULT_DECAY_MS of the
- * decay (250 at its default, some 1 MiB; idle_faults), its faults read once
+ * while the thread grew by a page per HAK_IDLE_GROWTH_DECAY_MS of the
+ * decay (250 at its default, some 1 MiB; idle_growth), its growth read once
  * a look (a class that malloc'd since the last never counts): a program
  * that moves on to other sizes at once, as a compiler's passes do, grows
  * that much within milliseconds (bench/phases with no pauses: 114 MB
- * resident at its peak, 29k faults, when only the clock told).  Faults, not
- * the slabs and spans taken: those may be resident already (spare
- * SuperSlabs, hot spans), or hold blocks of which the program writes a few
- * bytes, and the caches of a thread that cycles its classes through the
- * HotSpanBox would go back at every turn.  The spans that empties go to the
+ * resident at its peak, 29k faults, when only the clock told).  Growth is
+ * the thread's minor faults and the pages of the slabs and spans it took
+ * from its node, resident already or not: a program that alternates its
+ * phases with no pause takes its next phase's memory from what the last
+ * one of those sizes left, with no fault, and with faults alone its idle
+ * caches kept 20 MB of 1-4 KiB blocks, and most of their spans, through
+ * every phase of small blocks (bench/phases with no pause, 100 rounds:
+ * 117.6 MB at the peak).  The spans a release empties go to the
  * HotSpanBox as stale ones, whose pages the SuperSlabs the node makes or
  * takes back next take in place of fresh ones, and which go back to the
  * kernel first (arena/hot_span_box.h, arena/shared_pool.h).  A program
@@ -670,14 +676,14 @@ static void release_idle_for_growth(struct hak_heap *heap, unsigned keep)
     uint64_t now = hak_os_now_ms();
     uint64_t stale = hak_options.decay_ms / HAK_HOT_SPAN_STALE_FRACTION;
     uint32_t stale_ms = stale < UINT32_MAX ? (uint32_t)stale : UINT32_MAX;
-    uint32_t faults = (uint32_t)hak_os_thread_minor_faults();
-    uint32_t idle_after = idle_faults();
-    /* Faults tell only where pages can move (hak_os_can_lend: not before
+    uint32_t growth = (uint32_t)hak_os_thread_minor_faults() + heap->taken_pages;
+    uint32_t idle_after = idle_growth();
+    /* Growth tells only where pages can move (hak_os_can_lend: not before
      * Linux 5.7, nor with locked memory): the spans a release empties lend
      * their pages to the SuperSlabs the growth takes, and are otherwise
      * given back while those fault in fresh ones (bench/phases with no
      * pauses, every move refused: 51.0k faults with the rule, 29.0k
-     * without, for the same peak RSS).  Asked only when faults would tell,
+     * without, for the same peak RSS).  Asked only when growth would tell,
      * for the first answer reads /proc/self/status, which a process's first
      * slabs would pay for (bench/startup_threads). */
     enum { NOT_ASKED, MOVES, NO_MOVES } moves = NOT_ASKED;
@@ -686,27 +692,27 @@ static void release_idle_for_growth(struct hak_heap *heap, unsigned keep)
         uint32_t allocs = (uint32_t)heap->thread->allocs[cls];
         /* Active since the last look; or the count went back (a forked
          * child's thread counts from 0), from which it counts anew. */
-        bool seen_active = allocs != heap->growth_allocs[cls] || faults < heap->active_faults[cls];
+        bool seen_active = allocs != heap->growth_allocs[cls] || growth < heap->active_growth[cls];
         if (seen_active) {
             heap->growth_allocs[cls] = allocs;
-            heap->active_faults[cls] = faults;
+            heap->active_growth[cls] = growth;
         }
         bool idle =
             (allocs == heap->slow_allocs[cls] && (uint32_t)now - heap->slow_ms[cls] >= stale_ms) ||
             (allocs == heap->read_allocs[cls] && (uint32_t)now - heap->active_ms[cls] >= stale_ms);
-        bool idle_by_faults =
-            !idle && !seen_active && faults - heap->active_faults[cls] >= idle_after;
-        if (cls == keep || !(idle || idle_by_faults) || !holds_blocks(heap, cls))
+        bool idle_by_growth =
+            !idle && !seen_active && growth - heap->active_growth[cls] >= idle_after;
+        if (cls == keep || !(idle || idle_by_growth) || !holds_blocks(heap, cls))
             continue;
-        if (idle_by_faults && moves == NOT_ASKED)
+        if (idle_by_growth && moves == NOT_ASKED)
             moves = hak_os_can_lend() ? MOVES : NO_MOVES;
-        if (idle_by_faults && moves == NO_MOVES)
+        if (idle_by_growth && moves == NO_MOVES)
             continue;
         release_cache(heap, cls);
         /* Idle from now on: a current slab with blocks in use stays, and
          * would be looked at again at every look. */
         heap->slow_ms[cls] = heap->active_ms[cls] = (uint32_t)now;
-        heap->active_faults[cls] = faults;
+        heap->active_growth[cls] = growth;
     }
     heap->discard_spans = false;
 }

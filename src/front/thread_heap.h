@@ -322,10 +322,11 @@ static inline void hak_heap_free_plain(struct hak_slab *slab, size_t cls, void *
         hak_heap_flush_plain(block, cls, slab);
 }
 
-/* A class whose cache served no malloc while its thread took a page fault
- * per this many milliseconds of HAKMEM_DECAY_MS counts as idle when the
- * thread takes a slab for another (thread_heap.c). */
-#define HAK_IDLE_FAULT_DECAY_MS 20
+/* A class whose cache served no malloc while its thread grew by a page
+ * (a minor fault, or a page of a slab or span taken from its node) per
+ * this many milliseconds of HAKMEM_DECAY_MS counts as idle when the thread
+ * takes a slab for another (thread_heap.c). */
+#define HAK_IDLE_GROWTH_DECAY_MS 20
 
 /* Creates the thread-exit hook; called once by hak_init. */
 bool hak_heap_setup(void);

@@ -316,6 +316,22 @@ enum { GROWN_ROUNDS = 128, GROWN_BLOCKS = 4096, GROWTH_UNDER_MIN_ROUNDS = 2 };
 static void *grown[GROWN_ROUNDS][GROWN_BLOCKS];
 static unsigned grown_rounds;
 
+/* The blocks of grow_small's rounds freed, and the rounds counted anew. */
+static void free_grown(void)
+{
+    for (unsigned r = 0; r < grown_rounds; r++)
+        for (unsigned i = 0; i < GROWN_BLOCKS; i++)
+            free(grown[r][i]);
+    grown_rounds = 0;
+}
+
+/* What the idle rule counts as the thread's growth: its minor faults and
+ * the pages of the slabs and spans its heap took (release_idle_for_growth). */
+static uint64_t thread_growth(void)
+{
+    return hak_os_thread_minor_faults() + hak_tls.heap->taken_pages;
+}
+
 /* Rounds of 64 B blocks, up to rounds more, or until the cache of class
  * until (if below HAK_NUM_CLASSES) is empty, each after a malloc and free
  * of busy bytes (if not 0): the heap reads the clock at every
@@ -340,8 +356,9 @@ static void *growth_body(void *arg)
     (void)arg;
     enum { STALE_MS = 200, WOKEN_STALE_MS = 1000, NEVER_STALE_MS = 3600 * 1000 };
     /* A decay whose sixty-fourth (640 ms) no step below lasts, where the
-     * thread takes its idle faults (2048) in 32 rounds of grow_small. */
-    enum { FAULTS_DECAY_MS = 2048 * HAK_IDLE_FAULT_DECAY_MS };
+     * thread grows by its idle growth (2048 pages) in 16 rounds of
+     * grow_small (64 pages taken and 64 faulted a round). */
+    enum { GROWTH_DECAY_MS = 2048 * HAK_IDLE_GROWTH_DECAY_MS };
     enum { WOKEN_SIZE = 100000, WOKEN_BLOCKS = 40 };
     uint64_t decay_ms = hak_options.decay_ms;
     hak_options.huge_pages = HAK_HUGE_OFF;
@@ -378,30 +395,30 @@ static void *growth_body(void *arg)
     CHECK(hak_tls.head[idle] != HAK_LIST_END && hak_tls.heap->limit[busy] > first_limit[busy],
           "the churned classes left no block in their caches, or did not grow them");
     /* However slow the machine, idle for less than a sixty-fourth, and the
-     * thread faulted in less than the decay's idle faults meanwhile. */
+     * thread grew by less than the decay's idle growth meanwhile. */
     hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * (uint64_t)NEVER_STALE_MS;
     grow_small(GROWTH_UNDER_MIN_ROUNDS, HAK_NUM_CLASSES, 0);
     CHECK(hak_tls.head[idle] != HAK_LIST_END,
           "12000 B: a cache idle for less than a sixty-fourth of the decay emptied");
 
     /* Where no pages can move (a process with locked memory, here, or a
-     * kernel before 5.7), faults tell nothing: the spans a release empties
+     * kernel before 5.7), growth tells nothing: the spans a release empties
      * could not lend theirs to the SuperSlabs the growth takes.  The look
      * at the locked memory stands for a second; nothing idles by the clock
      * meanwhile. */
-    uint64_t idle_faults = FAULTS_DECAY_MS / HAK_IDLE_FAULT_DECAY_MS;
+    uint64_t idle_growth = GROWTH_DECAY_MS / HAK_IDLE_GROWTH_DECAY_MS;
     static char locked_page[4096] __attribute__((aligned(4096)));
     if (mlock(locked_page, sizeof(locked_page)) == 0) {
         hak_options.decay_ms = NEVER_STALE_MS;
         unit_sleep_ms(1100);
-        hak_options.decay_ms = FAULTS_DECAY_MS;
+        hak_options.decay_ms = GROWTH_DECAY_MS;
         free(unit_malloc(12000));
-        uint64_t faults_before = hak_os_thread_minor_faults();
-        grow_small(idle_faults / GROWN_ROUND_PAGES + 8, HAK_NUM_CLASSES, 9000);
-        uint64_t faulted = hak_os_thread_minor_faults() - faults_before;
-        CHECK(faulted >= idle_faults && hak_tls.head[idle] != HAK_LIST_END,
-              "12000 B: with locked memory, a cache went back as the thread took %llu faults",
-              (unsigned long long)faulted);
+        uint64_t growth_before = thread_growth();
+        grow_small(idle_growth / GROWN_ROUND_PAGES + 8, HAK_NUM_CLASSES, 9000);
+        uint64_t grown_by = thread_growth() - growth_before;
+        CHECK(grown_by >= idle_growth && hak_tls.head[idle] != HAK_LIST_END,
+              "12000 B: with locked memory, a cache went back as the thread grew by %llu pages",
+              (unsigned long long)grown_by);
         munlock(locked_page, sizeof(locked_page));
         hak_options.decay_ms = NEVER_STALE_MS;
         unit_sleep_ms(1100);
@@ -409,22 +426,46 @@ static void *growth_body(void *arg)
         printf("mlock refused (%s): the locked-memory step is skipped\n", strerror(errno));
     }
 
-    /* Idle while the thread takes its idle faults, young by the clock,
-     * beside a class malloc keeps using: gone at a look after them (once
-     * a millisecond at most), not before. */
-    hak_options.decay_ms = FAULTS_DECAY_MS;
+    /* Idle while the thread grows by its idle growth, young by the clock,
+     * beside a class malloc keeps using: gone at a look after it (once a
+     * millisecond at most), not before. */
+    hak_options.decay_ms = GROWTH_DECAY_MS;
     free(unit_malloc(12000)); /* its last malloc, before the heap's next look */
-    uint64_t faults_before = hak_os_thread_minor_faults();
+    uint64_t growth_before = thread_growth();
     grow_small(GROWN_ROUNDS, idle, 9000);
-    uint64_t faulted = hak_os_thread_minor_faults() - faults_before;
+    uint64_t grown_by = thread_growth() - growth_before;
     CHECK(hak_tls.head[idle] == HAK_LIST_END,
-          "12000 B: a cache idle while the thread took %llu faults kept its blocks",
-          (unsigned long long)faulted);
-    CHECK(faulted >= idle_faults && faulted < 2 * idle_faults,
-          "12000 B: a cache went back after the thread took %llu faults, not %llu",
-          (unsigned long long)faulted, (unsigned long long)idle_faults);
+          "12000 B: a cache idle while the thread grew by %llu pages kept its blocks",
+          (unsigned long long)grown_by);
+    CHECK(grown_by >= idle_growth && grown_by < 2 * idle_growth,
+          "12000 B: a cache went back after the thread grew by %llu pages, not %llu",
+          (unsigned long long)grown_by, (unsigned long long)idle_growth);
     CHECK(hak_tls.heap->limit[busy] > first_limit[busy],
-          "9000 B: a class malloc kept using lost its grown cache to the thread's faults");
+          "9000 B: a class malloc kept using lost its grown cache to the thread's growth");
+
+    /* Growth that faults nothing counts as well: the slabs of spare
+     * SuperSlabs, resident already, which a program that alternates its
+     * phases with no pause takes from its last phase of those sizes while
+     * its other caches sit idle. */
+    hak_options.decay_ms = UINT64_MAX;
+    free_grown(); /* their SuperSlabs spares, resident */
+    churn(12000);
+    hak_options.decay_ms = GROWTH_DECAY_MS;
+    free(unit_malloc(12000));
+    uint64_t faults_before = hak_os_thread_minor_faults();
+    growth_before = thread_growth();
+    /* A round with no fault takes some tens of microseconds: a millisecond
+     * between them, for a look at each (GROWTH_LOOK_US). */
+    while (grown_rounds < GROWN_ROUNDS && hak_tls.head[idle] != HAK_LIST_END) {
+        grow_small(1, idle, 9000);
+        unit_sleep_ms(1);
+    }
+    uint64_t faulted = hak_os_thread_minor_faults() - faults_before;
+    grown_by = thread_growth() - growth_before;
+    CHECK(hak_tls.head[idle] == HAK_LIST_END && faulted < idle_growth / 4,
+          "12000 B: a cache idle while the thread took %llu pages of slabs, faulting %llu, "
+          "kept its blocks, or the slabs were not the spares'",
+          (unsigned long long)grown_by, (unsigned long long)faulted);
 
     /* Idle past a sixty-fourth of the decay: gone at the next look, the
      * thread's faults short of the decay's idle faults. */
@@ -433,14 +474,14 @@ static void *growth_body(void *arg)
     hak_options.decay_ms = HAK_HOT_SPAN_STALE_FRACTION * STALE_MS;
     unit_sleep_ms(2 * STALE_MS);
     hak_hot_span_release_all(hak_tls.heap->node); /* the spans of the steps before */
-    faults_before = hak_os_thread_minor_faults();
+    growth_before = thread_growth();
     grow_small(GROWN_ROUNDS, idle, 9000);
-    faulted = hak_os_thread_minor_faults() - faults_before;
+    grown_by = thread_growth() - growth_before;
     CHECK(hak_tls.head[idle] == HAK_LIST_END, "12000 B: the idle cache kept its blocks");
-    CHECK(faulted < STALE_MS * HAK_HOT_SPAN_STALE_FRACTION / HAK_IDLE_FAULT_DECAY_MS,
+    CHECK(grown_by < STALE_MS * HAK_HOT_SPAN_STALE_FRACTION / HAK_IDLE_GROWTH_DECAY_MS,
           "12000 B: a cache idle past a sixty-fourth of the decay went back only after the "
-          "thread took %llu faults",
-          (unsigned long long)faulted);
+          "thread grew by %llu pages",
+          (unsigned long long)grown_by);
     CHECK(hak_tls.heap->limit[idle] == first_limit[idle],
           "12000 B: the idle cache stayed at %u blocks, not its first %u",
           hak_tls.heap->limit[idle], first_limit[idle]);
@@ -495,9 +536,7 @@ static void *growth_body(void *arg)
     free(unit_malloc(700));
     CHECK(hak_tls.head[idle] != HAK_LIST_END,
           "decay 0: 12000 B, malloc'd since the last look, lost its cache at the next");
-    for (unsigned r = 0; r < grown_rounds; r++)
-        for (unsigned i = 0; i < GROWN_BLOCKS; i++)
-            free(grown[r][i]);
+    free_grown();
     hak_options.decay_ms = decay_ms;
     return NULL;
 }

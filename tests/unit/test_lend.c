@@ -130,6 +130,36 @@ static void take_whole_superslab(void)
         }
 }
 
+/* The free slabs of SuperSlabs in use, held by the test: a SuperSlab in
+ * use fills its free slabs with no page from the box's spans before it
+ * hands one out (hak_shared_pool_take), which would take the pages a test
+ * puts in the box for the SuperSlab it takes next.  Called while the box
+ * holds nothing of the test's; the slab of a spare, retired or new one,
+ * which ends it, goes back. */
+static struct hak_slab *held[4 * SLABS_PER_SS];
+static unsigned held_count;
+
+static void hold_free_slabs_in_use(void)
+{
+    while (held_count < sizeof(held) / sizeof(held[0])) {
+        struct hak_slab *slab = hak_shared_pool_take(0);
+        if (!slab)
+            hard_error("hak_shared_pool_take(0) failed");
+        if (hak_superslab_of(slab)->used_slabs == 1) {
+            hak_shared_pool_give(slab);
+            return;
+        }
+        held[held_count++] = slab;
+    }
+    hard_error("more than %u free slabs in SuperSlabs in use", held_count);
+}
+
+static void give_back_held(void)
+{
+    while (held_count)
+        hak_shared_pool_give(held[--held_count]);
+}
+
 /* take_whole_superslab's slabs back, and the SuperSlab, wholly free,
  * retired. */
 static void retire_whole_superslab(void)
@@ -612,6 +642,7 @@ static void test_superslab_takes_span_pages(void)
     enum { SS_PAGES = SLABS_PER_SS * SLAB_PAGES, KEPT = SLAB_PAGES, SPAN = SS_PAGES + KEPT };
     hak_hot_span_release_all(0);
     hak_shared_pool_release(0);
+    hold_free_slabs_in_use();
     struct hak_slab *span = arena_span(SPAN);
     char *span_start = span->start;
     for (uint32_t p = 0; p < SPAN; p++)
@@ -664,6 +695,107 @@ static void test_superslab_takes_span_pages(void)
               "retired), not one, or kept their pages",
               mappings_over(ss, end), before);
     hak_hot_span_release_all(0);
+    give_back_held();
+}
+
+/* A young hot span lends to a fresh SuperSlab as a stale one does: a
+ * program whose phases follow each other with no pause frees its spans
+ * milliseconds before the next phase's SuperSlabs take memory.  A young
+ * one with fewer pages than a slab stays, for the request it may serve
+ * next. */
+static void test_young_span_lends(void)
+{
+    enum { LONG = 2 * SLAB_PAGES, SHORT = SLAB_PAGES / 2 };
+    hak_hot_span_release_all(0);
+    hak_shared_pool_release(0);
+    hold_free_slabs_in_use();
+    struct hak_slab *longer = arena_span(LONG), *fence = arena_span(1),
+                    *shorter = arena_span(SHORT);
+    memset(longer->start, 4, (size_t)LONG * HAK_PAGE_SIZE);
+    memset(shorter->start, 5, (size_t)SHORT * HAK_PAGE_SIZE);
+    longer->kind = shorter->kind = HAK_SLAB_MID;
+    longer->touched_pages = LONG;
+    shorter->touched_pages = SHORT;
+    hak_hot_span_put(shorter); /* the older of the two */
+    hak_hot_span_put(longer);
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    take_whole_superslab();
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == (uint64_t)LONG * HAK_PAGE_SIZE &&
+              whole[0]->touched_pages == SLAB_PAGES && whole[0]->start[0] == 4,
+          "a fresh SuperSlab took %llu bytes of a young span's, not its %d pages",
+          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), LONG);
+    CHECK(box_bytes() == (size_t)SHORT * HAK_PAGE_SIZE && unit_page_resident(shorter->start),
+          "the young span shorter than a slab did not stay hot (the box holds %zu bytes)",
+          box_bytes());
+    retire_whole_superslab();
+    hak_hot_span_release_all(0);
+    hak_page_arena_free(fence);
+    give_back_held();
+}
+
+/* The free slabs of a SuperSlab in use lend their pages to a fresh span
+ * where no spare has any: the small classes' caches keep a slab or two in
+ * use in many SuperSlabs, whose free slabs would otherwise stay resident
+ * through a phase of bigger blocks.  Taken again while the box holds
+ * spans, a slab that lent takes their pages back, with the other slabs
+ * that lent, rather than fault its own in. */
+static void test_in_use_slabs_lend_and_take_back(void)
+{
+    enum { LENDERS = 4, SPAN = LENDERS * SLAB_PAGES };
+    hak_hot_span_release_all(0);
+    hak_shared_pool_release(0);
+    take_whole_superslab(); /* all its slabs the test's, LENDERS of them given back */
+    for (unsigned i = 1; i <= LENDERS; i++) {
+        fill_slab(whole[i], i, SLAB_PAGES);
+        hak_shared_pool_give(whole[i]);
+    }
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    struct hak_slab *span = arena_span(SPAN);
+    unsigned clean = 0, emptied = 0;
+    for (unsigned i = 1; i <= LENDERS; i++) {
+        clean += page_lent_clean(span->start + (size_t)(i - 1) * HAK_SLAB_SIZE, i * SLAB_PAGES);
+        emptied += whole[i]->touched_pages == 0 && !unit_page_resident(whole[i]->start);
+    }
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == (uint64_t)SPAN * HAK_PAGE_SIZE &&
+              clean == LENDERS && emptied == LENDERS,
+          "a span took %llu bytes of the free slabs of a SuperSlab in use, not their %d pages "
+          "(%u hold them, %u slabs gave them up)",
+          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), SPAN, clean, emptied);
+
+    memset(span->start, 6, (size_t)SPAN * HAK_PAGE_SIZE);
+    span->kind = HAK_SLAB_MID;
+    span->touched_pages = SPAN;
+    hak_hot_span_put(span);
+    lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    long faults = minor_faults();
+    /* Slabs of other SuperSlabs in use may come first: given back. */
+    struct hak_slab *others[64];
+    unsigned other_count = 0;
+    struct hak_slab *slab = hak_shared_pool_take(0);
+    while (slab && slab->chunk != whole[0]->chunk && other_count < 64) {
+        others[other_count++] = slab;
+        slab = hak_shared_pool_take(0);
+    }
+    if (!slab || slab->chunk != whole[0]->chunk)
+        hard_error("the SuperSlab's free slabs did not come back to the test");
+    unsigned filled = 0;
+    for (unsigned i = 1; i <= LENDERS; i++)
+        filled += whole[i]->touched_pages == SLAB_PAGES &&
+                  pages_resident(whole[i]->start, SLAB_PAGES) && whole[i]->start[0] == 6;
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == (uint64_t)SPAN * HAK_PAGE_SIZE &&
+              filled == LENDERS && box_bytes() == 0 && minor_faults() - faults < 16,
+          "a slab that lent, taken again, took %llu bytes of the box's span, not %d pages "
+          "(%u slabs hold them; %zu bytes hot; %ld faults)",
+          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), SPAN, filled,
+          box_bytes(), minor_faults() - faults);
+    for (unsigned i = 0; i < other_count; i++)
+        hak_shared_pool_give(others[i]);
+    hak_shared_pool_give(slab);
+    for (unsigned i = 0; i < SLABS_PER_SS; i++)
+        if (i == 0 || i > LENDERS)
+            hak_shared_pool_give(whole[i]);
+    hak_shared_pool_release(0);
+    hak_hot_span_release_all(0);
 }
 
 /* A stale hot span with fewer resident pages than a slab lends none to a
@@ -674,6 +806,7 @@ static void test_span_short_of_a_slab_lends_none(void)
     enum { TOUCHED = SLAB_PAGES / 2 };
     hak_hot_span_release_all(0);
     hak_shared_pool_release(0);
+    hold_free_slabs_in_use();
     struct hak_slab *span = arena_span(SLAB_PAGES);
     char *start = span->start;
     memset(start, 3, (size_t)TOUCHED * HAK_PAGE_SIZE);
@@ -688,6 +821,7 @@ static void test_span_short_of_a_slab_lends_none(void)
           "a span of %d touched pages lent %llu bytes to a SuperSlab, or stayed (%zu bytes hot)",
           TOUCHED, (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), box_bytes());
     retire_whole_superslab();
+    give_back_held();
 }
 
 /* A hot span merged from one whose first page alone was touched and one
@@ -699,6 +833,7 @@ static void test_merged_span_lends_every_resident_page(void)
     enum { FRONT = SLAB_PAGES, BACK = 4 * SLAB_PAGES };
     hak_hot_span_release_all(0);
     hak_shared_pool_release(0);
+    hold_free_slabs_in_use();
     struct hak_slab *front = arena_span(FRONT), *back = arena_span(BACK);
     if (back->start != front->start + (size_t)FRONT * HAK_PAGE_SIZE)
         hard_error("the arena's two spans are not side by side");
@@ -720,6 +855,7 @@ static void test_merged_span_lends_every_resident_page(void)
           "a merged span lent part of its resident pages: %u stayed, %llu spans hot", resident,
           (unsigned long long)spans);
     retire_whole_superslab();
+    give_back_held();
 }
 
 /* Spans a thread's idle cache discards as it grows in other sizes go to
@@ -738,6 +874,7 @@ static void test_discards_over_budget_wait_for_a_lend(void)
     enum { SS_PAGES = SLABS_PER_SS * SLAB_PAGES, YOUNG = 4 };
     hak_hot_span_release_all(0);
     hak_shared_pool_release(0);
+    hold_free_slabs_in_use();
     size_t budget = hak_options.hot_bytes;
     hak_options.hot_bytes = (size_t)SLAB_PAGES * HAK_PAGE_SIZE;
     struct hak_slab *spans[SLABS_PER_SS];
@@ -801,6 +938,7 @@ static void test_discards_over_budget_wait_for_a_lend(void)
     hak_options.decay_ms = decay_ms;
     hak_hot_span_release_all(0);
     hak_options.hot_bytes = budget;
+    give_back_held();
 }
 
 /* A page's first word, which tells it from the others of a test. */
@@ -848,6 +986,7 @@ static void test_pages_move_back_and_forth(void)
     enum { FIRST = 24, SECOND = 40, PAGES = FIRST + SECOND, ROUNDS = 3 };
     hak_hot_span_release_all(0);
     hak_shared_pool_release(0);
+    hold_free_slabs_in_use();
     unsigned refused = mremap_refusals;
     put_tagged(arena_span(FIRST), 0);
     struct hak_slab *apart = arena_span(1); /* no merge of the two */
@@ -882,6 +1021,7 @@ static void test_pages_move_back_and_forth(void)
     hak_page_arena_free(apart);
     hak_hot_span_release_all(0);
     hak_shared_pool_release(0);
+    give_back_held();
 }
 
 /* A span that took a spare's pages in its front and faulted in the rest
@@ -900,6 +1040,7 @@ static void test_partly_lent_span_lends_whole(void)
           (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), LENT);
     for (unsigned i = 0; i < SLABS_PER_SS; i++)
         whole[i]->block_size = 0; /* retired, they carve nothing */
+    hold_free_slabs_in_use();
     put_tagged(span, 0);
     unit_sleep_ms(2 * STALE_MS);
     lent = hak_stat_read(HAK_STAT_LENT_BYTES);
@@ -912,6 +1053,7 @@ static void test_partly_lent_span_lends_whole(void)
           mremap_refusals - refused);
     retire_whole_superslab();
     hak_hot_span_release_all(0);
+    give_back_held();
 }
 
 /* The chunk of the span. */
@@ -933,6 +1075,7 @@ static void test_failed_move_ends_lends_of_its_chunk(void)
     enum { PAGES = SLAB_PAGES };
     hak_hot_span_release_all(0);
     hak_shared_pool_release(0);
+    hold_free_slabs_in_use();
     struct hak_slab *spans[2], *apart[2];
     for (unsigned i = 0; i < 2; i++) {
         spans[i] = arena_span(PAGES);
@@ -974,6 +1117,7 @@ static void test_failed_move_ends_lends_of_its_chunk(void)
     hak_page_arena_free(apart[0]);
     hak_page_arena_free(apart[1]);
     hak_hot_span_release_all(0);
+    give_back_held();
 }
 
 int main(int argc, char **argv)
@@ -1006,10 +1150,12 @@ int main(int argc, char **argv)
     if (hak_superslab_region_exists()) { /* else a spare that lent leaves, unmapped */
         test_moves_carry_a_slab();
         test_young_spare_lends();
+        test_in_use_slabs_lend_and_take_back();
     }
     test_calloc_of_lent_span();
     test_locked_memory_lends_nothing();
     test_superslab_takes_span_pages();
+    test_young_span_lends();
     test_span_short_of_a_slab_lends_none();
     test_merged_span_lends_every_resident_page();
     test_discards_over_budget_wait_for_a_lend();
