@@ -719,15 +719,19 @@ static void put_back_oldest(struct hot_span_box *box, struct hak_slab *span)
     pthread_mutex_unlock(lock_of(box));
 }
 
-/* The last of span's touched pages, up to room bytes, moved to dst in the
- * container whose mappings to are (at to_base), the others staying a
- * prefix; *taken: the bytes of dst taken, a failed move's counted and
- * still the span's (some may be left: mappings.h). */
+/* The last of span's touched pages, up to room bytes, in whole slabs
+ * (HAK_LEND_MIN_BYTES), moved to dst in the container whose mappings to
+ * are (at to_base), the others staying a prefix: a SuperSlab's slabs take
+ * whole ranges, and lend whole ranges on, where a range that straddled
+ * two slabs would be cut into pieces by the first's move; *taken: the
+ * bytes of dst taken, a failed move's counted and still the span's (some
+ * may be left: mappings.h). */
 static enum hak_lend_result lend_tail(struct hak_slab *span, char *dst, size_t room,
                                       struct hak_mappings *to, const char *to_base, size_t *taken)
 {
     size_t touched = (size_t)span->touched_pages * HAK_PAGE_SIZE;
     size_t piece = touched < room ? touched : room;
+    piece -= piece % HAK_LEND_MIN_BYTES;
     *taken = 0;
     if (!piece)
         return HAK_LENT;

@@ -798,6 +798,36 @@ static void test_in_use_slabs_lend_and_take_back(void)
     hak_hot_span_release_all(0);
 }
 
+/* A span lends its last pages in whole slabs (HAK_LEND_MIN_BYTES): the
+ * SuperSlab's slabs take whole ranges, which lend on whole again, and the
+ * span keeps what is left, hot. */
+static void test_span_lends_whole_slabs(void)
+{
+    enum { PAGES = SLAB_PAGES + SLAB_PAGES / 2 };
+    hak_hot_span_release_all(0);
+    hak_shared_pool_release(0);
+    hold_free_slabs_in_use();
+    struct hak_slab *span = arena_span(PAGES);
+    char *start = span->start;
+    for (unsigned p = 0; p < PAGES; p++)
+        memset(start + (size_t)p * HAK_PAGE_SIZE, (int)p + 1, HAK_PAGE_SIZE);
+    span->kind = HAK_SLAB_MID;
+    span->touched_pages = PAGES;
+    hak_hot_span_put(span);
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    take_whole_superslab();
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == HAK_SLAB_SIZE &&
+              whole[0]->start[0] == (char)(PAGES - SLAB_PAGES + 1) &&
+              box_bytes() == (size_t)(PAGES - SLAB_PAGES) * HAK_PAGE_SIZE &&
+              pages_resident(start, PAGES - SLAB_PAGES),
+          "a span of %d touched pages lent %llu bytes, not its last slab's worth, or did not "
+          "keep the rest hot (%zu bytes in the box)",
+          PAGES, (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), box_bytes());
+    retire_whole_superslab();
+    hak_hot_span_release_all(0);
+    give_back_held();
+}
+
 /* A stale hot span with fewer resident pages than a slab lends none to a
  * fresh SuperSlab (HAK_LEND_MIN_BYTES): they go back, as where none lends,
  * and the SuperSlab's slabs fault in their own. */
@@ -983,7 +1013,7 @@ static void put_tagged(struct hak_slab *span, unsigned first)
  * may play, each container's mappings move one at a time (mappings.h). */
 static void test_pages_move_back_and_forth(void)
 {
-    enum { FIRST = 24, SECOND = 40, PAGES = FIRST + SECOND, ROUNDS = 3 };
+    enum { FIRST = 2 * SLAB_PAGES, SECOND = 3 * SLAB_PAGES, PAGES = FIRST + SECOND, ROUNDS = 3 };
     hak_hot_span_release_all(0);
     hak_shared_pool_release(0);
     hold_free_slabs_in_use();
@@ -1156,6 +1186,7 @@ int main(int argc, char **argv)
     test_locked_memory_lends_nothing();
     test_superslab_takes_span_pages();
     test_young_span_lends();
+    test_span_lends_whole_slabs();
     test_span_short_of_a_slab_lends_none();
     test_merged_span_lends_every_resident_page();
     test_discards_over_budget_wait_for_a_lend();
