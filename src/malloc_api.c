@@ -28,13 +28,19 @@ static void *fail_nomem(void)
 }
 
 /* Where realloc moves a growing block to a large mapping, from which on it
- * grows without copies (hak_large_resize): from 64 KiB a block that grows
- * by half or more at once (a vector that doubles: from 256 KiB, it was
- * copied into each class on the way, 512 KiB a buffer, a third of
- * realloc_grow's time), from 256 KiB one that grows by less, which
- * moved_request gives room to grow in place. */
+ * grows without copies (hak_large_resize): from 64 KiB a block of 32 KiB
+ * or more that grows by half or more at once (a vector that doubles: from
+ * 256 KiB, it was copied into each class on the way, 512 KiB a buffer, a
+ * third of realloc_grow's time), from 256 KiB one that grows by less,
+ * which moved_request gives room to grow in place.  A smaller block that
+ * jumps past 64 KiB at once is no such vector: moved to a mapping of its
+ * own, it faulted all its pages in, and its free unmapped them
+ * (bench/phases big_every=8, blocks of 1-4 KiB made 40-200 KiB: 645k
+ * faults in 20 rounds, 8.0M ops/s); in an L25 class it reuses the pages of
+ * the blocks freed before it. */
 #define REALLOC_LARGE_FROM (HAK_L25_MAX / 4)
 #define REALLOC_DOUBLING_LARGE_FROM (HAK_L25_MAX / 16)
+#define REALLOC_DOUBLING_FROM (REALLOC_DOUBLING_LARGE_FROM / 2)
 
 /* The bytes realloc asks for when it moves a block of old usable bytes
  * that is to hold size.  A block that grows by less than half, over 1 KiB,
@@ -295,7 +301,7 @@ static HAK_NOINLINE void *realloc_block(void *ptr, size_t size)
      * it grows without being copied (hak_large_resize). */
     size_t request = moved_request(old, size);
     size_t large_from = size >= old + old / 2 ? REALLOC_DOUBLING_LARGE_FROM : REALLOC_LARGE_FROM;
-    bool to_large = size > old && size > large_from;
+    bool to_large = size > old && size > large_from && old >= REALLOC_DOUBLING_FROM;
     void *fresh = NULL;
     size_t asked = 0; /* the bytes fresh was handed out for */
     /* Where an attempt may fail before one succeeds (the large path, the

@@ -148,7 +148,10 @@ static long large_blocks_added(size_t from, size_t to)
 
 /* A doubling from 50 000 B to 100 000 B makes the block large: one more
  * live large block in mallinfo2; a growth by less than half, from
- * 70 000 B to 90 000 B, stays in the classes up to 256 KiB. */
+ * 70 000 B to 90 000 B, stays in the classes up to 256 KiB, and so does a
+ * block under 32 KiB that jumps past 64 KiB at once (2000 B or 28 000 B to
+ * 100 000 B), which is no vector that doubles: from 32 KiB (40 000 B to
+ * 100 000 B) it is one. */
 static void double_past_64k(void)
 {
     long doubled = large_blocks_added(50000, 100000);
@@ -156,6 +159,14 @@ static void double_past_64k(void)
           doubled);
     long grown = large_blocks_added(70000, 90000);
     CHECK(grown == 0, "realloc from 70000 B to 90000 B made the block large (%ld more)", grown);
+    long jumped = large_blocks_added(2000, 100000);
+    CHECK(jumped == 0, "realloc from 2000 B to 100000 B made the block large (%ld more)", jumped);
+    long below = large_blocks_added(28000, 100000);
+    long from = large_blocks_added(40000, 100000);
+    CHECK(below == 0 && from == 1,
+          "realloc to 100000 B made a block of 28000 B large (%ld more) or one of 40000 B not "
+          "(%ld more)",
+          below, from);
 }
 
 static void grow_by_eighths(void)
