@@ -463,8 +463,8 @@ struct hak_heap {
      * thread's growth (its minor page faults and the pages of the slabs
      * and spans it took) at the first look that saw them change (modulo
      * 2^32, for differences only), and when it last looked (microseconds,
-     * CLOCK_MONOTONIC).  The heap is 8192 bytes now, the biggest meta
-     * record: a field more needs room made first. */
+     * CLOCK_MONOTONIC).  The heap is 8192 bytes, the biggest meta record:
+     * taken_pages took padding; a field more needs room made first. */
     uint32_t growth_allocs[HAK_NUM_CLASSES];
     uint32_t active_growth[HAK_NUM_CLASSES];
     uint64_t growth_look_us;

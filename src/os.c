@@ -699,6 +699,11 @@ bool hak_os_can_lend(void)
     return lend_allowed() && !memory_locked();
 }
 
+bool hak_os_lent_ranges_to_spare(void)
+{
+    return atomic_load_explicit(&live_lent_ranges, memory_order_relaxed) < MAX_LENT_RANGES / 2;
+}
+
 enum hak_lend_result hak_os_lend(void *src, size_t size, void *dst)
 {
     if (!lend_allowed())

@@ -150,6 +150,11 @@ enum hak_lend_result hak_os_lend(void *src, size_t size, void *dst);
  * the bound on ranges is not reached, and the process has no locked
  * memory (which a lend would unlock: os.c). */
 bool hak_os_can_lend(void);
+/* Whether fewer than half the moved ranges the process allows live now:
+ * moves into a container that may never be mapped anew (a SuperSlab kept
+ * in use) stop there, leaving the rest to those whose ranges go when
+ * their container empties. */
+bool hak_os_lent_ranges_to_spare(void);
 /* The mapping that ranges of those lent landed in was unmapped. */
 void hak_os_forget_lent(uint32_t ranges);
 /* Memory at addr, all of it mapped already, mapped anew: fresh pages, one

@@ -707,7 +707,9 @@ static struct hak_slab *next_to_lend(const struct hot_span_box *box, uint64_t no
     return span;
 }
 
-/* span, which a lend took out of box, back as the oldest, as it was. */
+/* span, which a lend took out of box, back as the oldest: the oldest it
+ * was, or, taken past young ones too short to lend (next_to_lend), aged
+ * with the oldest, to lend first next time. */
 static void put_back_oldest(struct hot_span_box *box, struct hak_slab *span)
 {
     pthread_mutex_lock(lock_of(box));

@@ -224,7 +224,10 @@ static size_t retire(struct shared_pool *pool, struct hak_superslab *leaving)
             bytes += HAK_SUPERSLAB_SIZE;
             continue;
         }
-        bytes += ss->mappings.lent_ranges ? map_slabs_anew(ss) : decommit_free_slabs(ss);
+        /* Mapped anew too where a move out of it failed, at a mapping
+         * the bits do not know of: known again, it may lend again. */
+        bool anew = ss->mappings.lent_ranges || !hak_mappings_known(&ss->mappings);
+        bytes += anew ? map_slabs_anew(ss) : decommit_free_slabs(ss);
         pthread_mutex_lock(lock_of(pool));
         list_push(&pool->retired, ss);
         pthread_mutex_unlock(lock_of(pool));
@@ -285,8 +288,10 @@ static size_t fill_from_box(struct hak_superslab *ss, unsigned first, unsigned c
  * pages. */
 static void fill_fresh_slabs(struct hak_superslab *ss, unsigned node)
 {
-    if (hak_harden.guard_bytes)
+    if (hak_harden.guard_bytes) {
+        hak_hot_span_release_stale(node);
         return;
+    }
     unsigned first = (unsigned)__builtin_ctz(ss->free_slabs);
     /* Where none could lend; stale spans left after a lend stay for the
      * next SuperSlab (the call's bound on its work, or the slabs full). */
@@ -387,8 +392,14 @@ struct hak_slab *hak_shared_pool_take(unsigned node)
      * small and bigger blocks follow each other with no pause has them in
      * every phase.  The one taken stays reserved: counted in use, ss cannot
      * become a spare meanwhile.  Not at level 2, whose slabs end in guard
-     * pages. */
-    if (!fresh && !hak_harden.guard_bytes && !ss->slabs[index].touched_pages && box_may_fill(node))
+     * pages, nor once half the moved ranges the process allows live: those
+     * moved into a SuperSlab live until it retires, which one that a few
+     * long-lived blocks keep in use never does, and with no such bound a
+     * program that keeps one small block in every 128 KiB took them all
+     * within ten phases, and every lend after was refused
+     * (hak_os_lent_ranges_to_spare). */
+    if (!fresh && !hak_harden.guard_bytes && !ss->slabs[index].touched_pages &&
+        hak_os_lent_ranges_to_spare() && box_may_fill(node))
         no_pages = slabs_without_pages(ss, ss->free_slabs);
     struct hak_superslab *leaving = NULL;
     if (no_pages) {
@@ -473,7 +484,8 @@ void hak_shared_pool_release_stale(unsigned node)
  * container's mappings (at to_base).  Such slabs side by side move in one
  * call where they are one kernel mapping: one mapping where they land,
  * and one flush of the TLBs.  A slab carved in part keeps its pages: they
- * go back with the SuperSlab's once it retires.  A move the kernel
+ * go back with the SuperSlab's once it retires (at level 2 every slab,
+ * whose last page is its guard: none lends there).  A move the kernel
  * refused sets *refused, a failed one's bytes counted as taken, and the
  * slabs keep what did not move. */
 static size_t lend_slabs(struct hak_superslab *ss, uint32_t slabs, unsigned node, char *dst,
@@ -541,7 +553,7 @@ static struct hak_superslab *in_use_lender(struct shared_pool *pool, uint32_t *m
     unsigned looked = 0;
     for (struct hak_superslab *ss = pool->with_free.first; ss && looked < MAX_IN_USE_LOOKED;
          ss = next_of(ss), looked++)
-        if ((*mask = lendable_slabs(ss, ss->free_slabs)) != 0)
+        if (hak_mappings_known(&ss->mappings) && (*mask = lendable_slabs(ss, ss->free_slabs)) != 0)
             return ss;
     __atomic_store_n(&pool->in_use_lends, false, __ATOMIC_RELAXED);
     return NULL;
@@ -564,6 +576,11 @@ static size_t lend_in_use_slabs(struct shared_pool *pool, unsigned node, char *d
         uint32_t mask = 0;
         pthread_mutex_lock(lock_of(pool));
         struct hak_superslab *ss = in_use_lender(pool, &mask);
+        /* No more reserved than dst has room for: the others stay free for
+         * the threads that take slabs meanwhile. */
+        for (size_t room = (size_t)__builtin_popcount(mask) * HAK_SLAB_SIZE; room > size - lent;
+             room -= HAK_SLAB_SIZE)
+            mask &= ~(1u << (31 - __builtin_clz(mask)));
         if (ss)
             reserve_slabs(pool, ss, mask);
         pthread_mutex_unlock(lock_of(pool));
@@ -632,6 +649,8 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, size_t need,
     /* A move the kernel refused, or the bound on lent ranges reached: no
      * more this call. */
     bool stopped = !hak_os_can_lend();
+    if (stopped && in_use_lends) /* a give sets it again */
+        __atomic_store_n(&pool->in_use_lends, false, __ATOMIC_RELAXED);
     /* Pages of at most as many spares as a release retires, for this is a
      * malloc; spares with none leave on the way. */
     unsigned lent_from = 0;

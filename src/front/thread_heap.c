@@ -649,7 +649,8 @@ static uint32_t idle_growth(void)
  * that much within milliseconds (bench/phases with no pauses: 114 MB
  * resident at its peak, 29k faults, when only the clock told).  Growth is
  * the thread's minor faults and the pages of the slabs and spans it took
- * from its node, resident already or not: a program that alternates its
+ * from its node, resident already or not (fresh ones count twice, taken
+ * and faulted in: half a MiB of those): a program that alternates its
  * phases with no pause takes its next phase's memory from what the last
  * one of those sizes left, with no fault, and with faults alone its idle
  * caches kept 20 MB of 1-4 KiB blocks, and most of their spans, through

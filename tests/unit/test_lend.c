@@ -828,6 +828,39 @@ static void test_span_lends_whole_slabs(void)
     give_back_held();
 }
 
+/* A SuperSlab in use whose move the kernel failed (EFAULT: at a mapping
+ * the program made, say) lends no more until it is mapped anew: the spans
+ * after take fresh pages, with no move tried again at each. */
+static void test_in_use_failed_move_ends_its_lends(void)
+{
+    enum { LENDERS = 4 };
+    hak_hot_span_release_all(0);
+    hak_shared_pool_release(0);
+    take_whole_superslab();
+    for (unsigned i = 1; i <= LENDERS; i++) {
+        fill_slab(whole[i], i, SLAB_PAGES);
+        hak_shared_pool_give(whole[i]);
+    }
+    mremap_refused = refuse_all;
+    mremap_refusal = EFAULT;
+    unsigned refused = mremap_refusals;
+    struct hak_slab *spans[LENDERS];
+    for (unsigned i = 0; i < LENDERS; i++)
+        spans[i] = arena_span(SLAB_PAGES);
+    mremap_refused = kernel_refuses;
+    CHECK(mremap_refusals == refused + 1,
+          "a SuperSlab in use whose move failed was tried %u times, not once",
+          mremap_refusals - refused);
+    for (unsigned i = 0; i < LENDERS; i++) {
+        hak_os_decommit(spans[i]->start, HAK_SLAB_SIZE); /* the arena keeps clean spans */
+        hak_page_arena_free(spans[i]);
+    }
+    for (unsigned i = 0; i < SLABS_PER_SS; i++)
+        if (i == 0 || i > LENDERS)
+            hak_shared_pool_give(whole[i]);
+    hak_shared_pool_release(0);
+}
+
 /* A stale hot span with fewer resident pages than a slab lends none to a
  * fresh SuperSlab (HAK_LEND_MIN_BYTES): they go back, as where none lends,
  * and the SuperSlab's slabs fault in their own. */
@@ -1181,6 +1214,7 @@ int main(int argc, char **argv)
         test_moves_carry_a_slab();
         test_young_spare_lends();
         test_in_use_slabs_lend_and_take_back();
+        test_in_use_failed_move_ends_its_lends();
     }
     test_calloc_of_lent_span();
     test_locked_memory_lends_nothing();
