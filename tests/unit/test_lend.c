@@ -632,6 +632,24 @@ static unsigned mappings_over(const char *start, const char *end)
     return count;
 }
 
+/* With nothing else in the box or the pool to lend (hold_free_slabs_in_use),
+ * a hot span of pages pages, all touched, page p holding p % 251 + 1 in
+ * every byte; returns where it starts. */
+static char *put_numbered_span(uint32_t pages)
+{
+    hak_hot_span_release_all(0);
+    hak_shared_pool_release(0);
+    hold_free_slabs_in_use();
+    struct hak_slab *span = arena_span(pages);
+    char *start = span->start;
+    for (uint32_t p = 0; p < pages; p++)
+        memset(start + (size_t)p * HAK_PAGE_SIZE, (int)(p % 251 + 1), HAK_PAGE_SIZE);
+    span->kind = HAK_SLAB_MID;
+    span->touched_pages = pages;
+    hak_hot_span_put(span);
+    return start;
+}
+
 /* The other way: a SuperSlab made or retired takes the pages of a stale
  * hot span in place of its fresh ones (hak_hot_span_lend), the span's last
  * pages first, resident before they are read; the span keeps the others,
@@ -640,16 +658,7 @@ static unsigned mappings_over(const char *start, const char *end)
 static void test_superslab_takes_span_pages(void)
 {
     enum { SS_PAGES = SLABS_PER_SS * SLAB_PAGES, KEPT = SLAB_PAGES, SPAN = SS_PAGES + KEPT };
-    hak_hot_span_release_all(0);
-    hak_shared_pool_release(0);
-    hold_free_slabs_in_use();
-    struct hak_slab *span = arena_span(SPAN);
-    char *span_start = span->start;
-    for (uint32_t p = 0; p < SPAN; p++)
-        memset(span_start + (size_t)p * HAK_PAGE_SIZE, (int)(p % 251 + 1), HAK_PAGE_SIZE);
-    span->kind = HAK_SLAB_MID;
-    span->touched_pages = SPAN;
-    hak_hot_span_put(span);
+    char *span_start = put_numbered_span(SPAN);
     unit_sleep_ms(2 * STALE_MS);
     uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
     take_whole_superslab();
@@ -804,16 +813,7 @@ static void test_in_use_slabs_lend_and_take_back(void)
 static void test_span_lends_whole_slabs(void)
 {
     enum { PAGES = SLAB_PAGES + SLAB_PAGES / 2 };
-    hak_hot_span_release_all(0);
-    hak_shared_pool_release(0);
-    hold_free_slabs_in_use();
-    struct hak_slab *span = arena_span(PAGES);
-    char *start = span->start;
-    for (unsigned p = 0; p < PAGES; p++)
-        memset(start + (size_t)p * HAK_PAGE_SIZE, (int)p + 1, HAK_PAGE_SIZE);
-    span->kind = HAK_SLAB_MID;
-    span->touched_pages = PAGES;
-    hak_hot_span_put(span);
+    char *start = put_numbered_span(PAGES);
     uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
     take_whole_superslab();
     CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == HAK_SLAB_SIZE &&
