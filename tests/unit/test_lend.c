@@ -579,6 +579,9 @@ static void test_kernel_refuses(void)
 static void test_calloc_of_lent_span(void)
 {
     enum { SIZE = 512 * 1024, LENT_PAGES = 2 * SLAB_PAGES };
+    hak_hot_span_release_all(0);
+    hold_free_slabs_in_use(); /* whose wholly touched ones would lend too */
+    hak_shared_pool_release(0);
     leave_stale_spare(2, SLAB_PAGES);
     uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
     unsigned char *block = calloc(1, SIZE);
@@ -594,6 +597,7 @@ static void test_calloc_of_lent_span(void)
     CHECK(nonzero_offset(block, SIZE) == PATTERN_INTACT,
           "calloc of a block on lent pages is not zero at %zu", nonzero_offset(block, SIZE));
     free(block);
+    give_back_held();
 }
 
 /* A process with locked memory lends nothing: a move would unlock the
