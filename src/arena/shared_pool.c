@@ -338,14 +338,16 @@ static void slabs_back(struct shared_pool *pool, struct hak_superslab *ss, uint3
     }
 }
 
-/* The free slabs of ss in mask with no page, which would fault theirs in. */
-static uint32_t slabs_without_pages(const struct hak_superslab *ss, uint32_t mask)
+/* The slabs of ss in mask that count pages touched pages: 0, those with no
+ * page, which would fault theirs in; HAK_SLAB_PAGES, those with pages to
+ * lend (lend_slabs). */
+static uint32_t slabs_touched(const struct hak_superslab *ss, uint32_t mask, uint32_t pages)
 {
-    uint32_t none = 0;
+    uint32_t found = 0;
     for (; mask; mask &= mask - 1)
-        if (!ss->slabs[__builtin_ctz(mask)].touched_pages)
-            none |= mask & -mask;
-    return none;
+        if (ss->slabs[__builtin_ctz(mask)].touched_pages == pages)
+            found |= mask & -mask;
+    return found;
 }
 
 /* The runs of mask's slabs of ss, reserved, take the node's hot spans'
@@ -400,7 +402,7 @@ struct hak_slab *hak_shared_pool_take(unsigned node)
      * (hak_os_lent_ranges_to_spare). */
     if (!fresh && !hak_harden.guard_bytes && !ss->slabs[index].touched_pages &&
         hak_os_lent_ranges_to_spare() && box_may_fill(node))
-        no_pages = slabs_without_pages(ss, ss->free_slabs);
+        no_pages = slabs_touched(ss, ss->free_slabs, 0);
     struct hak_superslab *leaving = NULL;
     if (no_pages) {
         reserve_slabs(pool, ss, no_pages);
@@ -530,17 +532,6 @@ static size_t lend_slabs(struct hak_superslab *ss, uint32_t slabs, unsigned node
     return lent;
 }
 
-/* The slabs of mask, free slabs of ss, that have pages to lend
- * (lend_slabs): all of them touched. */
-static uint32_t lendable_slabs(const struct hak_superslab *ss, uint32_t mask)
-{
-    uint32_t lendable = 0;
-    for (; mask; mask &= mask - 1)
-        if (ss->slabs[__builtin_ctz(mask)].touched_pages == HAK_SLAB_PAGES)
-            lendable |= mask & -mask;
-    return lendable;
-}
-
 /* SuperSlabs in use a lend looks over, under the pool's lock, for free
  * slabs to lend: this is a malloc. */
 #define MAX_IN_USE_LOOKED 32
@@ -553,7 +544,8 @@ static struct hak_superslab *in_use_lender(struct shared_pool *pool, uint32_t *m
     unsigned looked = 0;
     for (struct hak_superslab *ss = pool->with_free.first; ss && looked < MAX_IN_USE_LOOKED;
          ss = next_of(ss), looked++)
-        if (hak_mappings_known(&ss->mappings) && (*mask = lendable_slabs(ss, ss->free_slabs)) != 0)
+        if (hak_mappings_known(&ss->mappings) &&
+            (*mask = slabs_touched(ss, ss->free_slabs, HAK_SLAB_PAGES)) != 0)
             return ss;
     __atomic_store_n(&pool->in_use_lends, false, __ATOMIC_RELAXED);
     return NULL;
@@ -667,7 +659,7 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, size_t need,
         lent_from += moved != 0;
         /* Pages left to lend where dst has room for them: the kernel
          * refused, or the bound on lent ranges was reached. */
-        bool still_holds_pages = lendable_slabs(ss, ss->free_slabs) != 0;
+        bool still_holds_pages = slabs_touched(ss, ss->free_slabs, HAK_SLAB_PAGES) != 0;
         bool dst_full = size - lent < HAK_LEND_MIN_BYTES;
         if (still_holds_pages && dst_full && !stopped && hak_superslab_region_holds(ss)) {
             /* Back among the spares in age order, for the next span (one
