@@ -248,10 +248,11 @@ void *_Znwm(size_t size)
     if (HAK_LIKELY(size <= HAK_SMALL_MAX)) {
         size_t cls = hak_small_class(size);
         struct hak_thread *self = hak_my_thread();
-        void *block = hak_heap_head(self, cls);
+        void **slot = hak_heap_head_slot(self, cls);
+        void *block = hak_heap_head(slot);
         uintptr_t next;
         if (HAK_LIKELY(hak_heap_poppable(self, block, &next)))
-            return hak_heap_take(self, cls, block, next);
+            return hak_heap_take(slot, block, next);
     }
     return new_uncached(size);
 }
