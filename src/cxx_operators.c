@@ -252,7 +252,7 @@ void *_Znwm(size_t size)
         void *block = hak_heap_head(slot);
         uintptr_t next;
         if (HAK_LIKELY(hak_heap_poppable(self, block, &next)))
-            return hak_heap_take(slot, block, next);
+            return hak_heap_take(self, cls, slot, block, next);
     }
     return new_uncached(size);
 }

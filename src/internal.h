@@ -443,7 +443,7 @@ struct hak_heap {
      * the classes of blocks up to 64 KiB, [1] of the bigger ones. */
     uint64_t big_cache_growth[2];
     void *seen_head[HAK_SMALL_CLASSES];
-    uint32_t seen_room[HAK_SMALL_CLASSES]; /* the low half: enough to tell a move */
+    uint32_t seen_room[HAK_SMALL_CLASSES];
     /* Refills and flushes so far, and each class's mallocs when the caches
      * were last looked over for ones that idle for a decay period. */
     uint32_t slow_events;
@@ -494,7 +494,7 @@ struct hak_heap {
  * the thread pointer, which the fast paths add to the variable's offset in
  * a register (hak_my_thread), with no pointer to load from memory first (a
  * heap pointer cost malloc and free a load and an add each).  head[] and
- * room[] of the small classes take 160 bytes each, a few cache lines
+ * room[] of the small classes take 160 and 80 bytes, a few cache lines
  * (seed 000: a bigger ring in one pool pushed another pool's hot state out
  * of L1 and cost 5%).
  *
@@ -502,9 +502,6 @@ struct hak_heap {
  * counts down and tests in one instruction; in its own word, as malloc
  * counts it up in the same width (a narrower store before a wider load of
  * the same word is not forwarded: a stall on every malloc after a free).
- * head[], room[] and allocs[] are arrays of 8-byte words one after the
- * other, so that the fast paths reach a class's room and allocs from its
- * head's address, which they keep in a register (hak_heap_head_slot).
  *
  * malloc compares *cpu_word, which the kernel rewrites whenever it moves the
  * thread to another CPU (rseq), with cpu, what it read there when it last
@@ -517,7 +514,7 @@ struct hak_thread {
     /* Free blocks, linked through their first word; HAK_LIST_END when
      * none (block/block_link.h), never NULL. */
     void *head[HAK_NUM_CLASSES];
-    uint64_t room[HAK_NUM_CLASSES];
+    uint32_t room[HAK_NUM_CLASSES];
     uint64_t allocs[HAK_NUM_CLASSES]; /* mallocs served, for stats */
     /* Indexed by a SuperSlab page's byte (class and owner's page tag)
      * XOR page_tag: hak_class_divide_magic of the small classes, which the

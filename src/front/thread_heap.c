@@ -488,7 +488,7 @@ static void set_limit(struct hak_heap *heap, unsigned cls, uint32_t limit)
                                               : &heap->big_cache_growth[sparse_checked(cls)];
     *bytes -= (uint64_t)heap->limit[cls] * hak_class_size[cls];
     *bytes += (uint64_t)limit * hak_class_size[cls];
-    heap->thread->room[cls] += (uint64_t)limit - heap->limit[cls];
+    heap->thread->room[cls] += limit - heap->limit[cls];
     heap->limit[cls] = limit;
 }
 
@@ -546,10 +546,10 @@ static void shrink_idle(struct hak_heap *heap, unsigned cls)
     for (unsigned other = 0; other < HAK_SMALL_CLASSES; other++) {
         if (other != cls && heap->limit[other] > cache_limit(other) &&
             heap->thread->head[other] == heap->seen_head[other] &&
-            (uint32_t)heap->thread->room[other] == heap->seen_room[other])
+            heap->thread->room[other] == heap->seen_room[other])
             release_cache(heap, other);
         heap->seen_head[other] = heap->thread->head[other];
-        heap->seen_room[other] = (uint32_t)heap->thread->room[other];
+        heap->seen_room[other] = heap->thread->room[other];
     }
 }
 

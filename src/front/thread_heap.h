@@ -123,16 +123,34 @@ static inline uint32_t hak_slab_block_offset(const struct hak_slab *slab, const 
     return (uint32_t)((uintptr_t)block - (uintptr_t)slab->start);
 }
 
+/* One block more in the cache; true when it is full.  On x86-64 one
+ * subtract from memory, whose zero flag is the answer: from the C, GCC
+ * computed the counter's index into a register of its own first (lea),
+ * one instruction more in every free. */
+static inline bool hak_heap_count_free(struct hak_thread *self, size_t cls)
+{
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+    bool full;
+    __asm__("{subl $1, %1|sub %1, 1}" : "=@ccz"(full), "+m"(self->room[cls]));
+    return full;
+#else
+    return --self->room[cls] == 0;
+#endif
+}
+
 /* &self->head[cls], in a register of its own, through which malloc and
- * free reach the class's head, room and allocs (HAK_HEAP_SLOT_WORD).  In
- * a free followed by a malloc of the class, malloc's load of the head
- * waits on free's store of it, and each count of room on the other's; on
- * Intel's recent cores (a Sapphire Rapids Xeon) a store forwards sooner
- * where both address the word as a register plus a displacement, with no
- * index register, which GCC prefers: fixed_size ran 1.36 times the pairs
- * a second, batch_free 1.13 times (7 alternating runs each), at one
+ * free load and store the cache's head.  In a free followed by a malloc of
+ * the class, malloc's load of the head waits on free's store of it; on
+ * Intel's recent cores (a Sapphire Rapids Xeon) the store forwards sooner
+ * where both address the head as a register plus a displacement, with no
+ * index register, which GCC prefers: fixed_size ran 1.25 times the pairs
+ * a second, batch_free 1.12 times (7 alternating runs each), at one
  * instruction more in malloc and in free, this lea.  In asm, so that GCC
- * does not fold the address back into base-plus-index operands. */
+ * does not fold the address back into base-plus-index operands.  room[]
+ * and allocs[] stay at their index: reached from the slot too, as words
+ * of 8 bytes, fixed_size ran 1.36 times as fast, but larson, whose frees
+ * and mallocs take turns between classes, 0.82 times (one thread or two,
+ * 7 alternating runs each, the same instructions under callgrind). */
 static inline void **hak_heap_head_slot(struct hak_thread *self, size_t cls)
 {
 #if defined(__x86_64__)
@@ -144,48 +162,24 @@ static inline void **hak_heap_head_slot(struct hak_thread *self, size_t cls)
 #endif
 }
 
-/* The word of the class whose head is at slot in another of the arrays
- * struct hak_thread keeps beside head[] (room, allocs): slot plus a
- * displacement. */
-#define HAK_HEAP_SLOT_WORD(slot, array)                                                            \
-    ((uint64_t *)((char *)(slot) + offsetof(struct hak_thread, array) -                            \
-                  offsetof(struct hak_thread, head)))
-_Static_assert(offsetof(struct hak_thread, room) ==
-                       offsetof(struct hak_thread, head) + HAK_NUM_CLASSES * sizeof(void *) &&
-                   offsetof(struct hak_thread, allocs) ==
-                       offsetof(struct hak_thread, room) + HAK_NUM_CLASSES * sizeof(uint64_t),
-               "head[], room[] and allocs[] are words of 8 bytes one after the other");
-
-/* One block more in the cache of the class whose head is at slot; true
- * when it is full.  On x86-64 one subtract from memory, whose zero flag is
- * the answer: from the C, GCC loaded, subtracted, stored and tested. */
-static inline bool hak_heap_count_free(void **slot)
-{
-    uint64_t *room = HAK_HEAP_SLOT_WORD(slot, room);
-#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
-    bool full;
-    __asm__("{subq $1, %1|sub %1, 1}" : "=@ccz"(full), "+m"(*room));
-    return full;
-#else
-    return --*room == 0;
-#endif
-}
-
 /* Takes block, the cache's first (at slot, hak_heap_head_slot), whose link
  * decoded to next (a block or HAK_LIST_END). */
-static inline void *hak_heap_take(void **slot, void *block, uintptr_t next)
+static inline void *hak_heap_take(struct hak_thread *self, size_t cls, void **slot, void *block,
+                                  uintptr_t next)
 {
     *slot = (void *)next;
     /* The next malloc of the class reads that block's link: fetched now,
      * while the program works, it waits on no cache miss then. */
     __builtin_prefetch((void *)next);
     hak_block_clear_free_words(block);
-    (*HAK_HEAP_SLOT_WORD(slot, room))++;
+    self->room[cls]++;
 #if defined(__x86_64__)
-    /* Added to in memory: from the C, GCC loaded, added and stored. */
-    __asm__ __volatile__("{addq $1, %0|add %0, 1}" : "+m"(*HAK_HEAP_SLOT_WORD(slot, allocs)));
+    /* Added to in memory at its own index: from the C, GCC put the head's
+     * address in a register of its own first (lea), for the head's load
+     * and store and this counter, one instruction more in every malloc. */
+    __asm__ __volatile__("{addq $1, %0|add %0, 1}" : "+m"(self->allocs[cls]));
 #else
-    (*HAK_HEAP_SLOT_WORD(slot, allocs))++;
+    self->allocs[cls]++;
 #endif
     return block;
 }
@@ -197,7 +191,7 @@ static inline void *hak_heap_pop(struct hak_thread *self, size_t cls, void *bloc
     uintptr_t next = hak_link_decode(block);
     if (HAK_UNLIKELY(hak_link_corrupted(next)))
         return hak_fatal_corrupted_link(block);
-    return hak_heap_take(&self->head[cls], block, next);
+    return hak_heap_take(self, cls, &self->head[cls], block, next);
 }
 
 /* The cache's first block, at slot (hak_heap_head_slot), for malloc's fast
@@ -234,7 +228,7 @@ static inline void *hak_heap_alloc(size_t cls, size_t size)
     void *block = hak_heap_head(slot);
     uintptr_t next;
     if (HAK_LIKELY(hak_heap_poppable(self, block, &next)))
-        return hak_heap_take(slot, block, next);
+        return hak_heap_take(self, cls, slot, block, next);
     return hak_heap_refill(size, cls);
 }
 
@@ -245,7 +239,7 @@ static inline bool hak_heap_push(struct hak_thread *self, size_t cls, void *bloc
     void **slot = hak_heap_head_slot(self, cls);
     hak_link_set(block, *slot);
     *slot = block;
-    return hak_heap_count_free(slot);
+    return hak_heap_count_free(self, cls);
 }
 
 /* The fast path's end, once free knows that block's slab frees to this
@@ -353,7 +347,7 @@ static inline void hak_heap_free_plain(struct hak_slab *slab, size_t cls, void *
     void **slot = hak_heap_head_slot(self, cls);
     hak_link_set_plain(block, *slot);
     *slot = block;
-    if (HAK_UNLIKELY(hak_heap_count_free(slot)))
+    if (HAK_UNLIKELY(hak_heap_count_free(self, cls)))
         hak_heap_flush_plain(block, cls, slab);
 }
 
