@@ -864,6 +864,95 @@ static void test_in_use_failed_move_ends_its_lends(void)
     hak_shared_pool_release(0);
 }
 
+/* Ranges moved between two mappings of the test's own, counted live as the
+ * allocator's (hak_os_lend), until half the bound on them lives
+ * (hak_os_lent_ranges_to_spare); returns how many. */
+static unsigned live_ranges_to_half(char *from, char *to, unsigned pages)
+{
+    unsigned count = 0;
+    while (hak_os_lent_ranges_to_spare()) {
+        if (count == pages)
+            hard_error("%u moved ranges left the allocator ranges to spare", pages);
+        if (hak_os_lend(from + (size_t)count * HAK_PAGE_SIZE, HAK_PAGE_SIZE,
+                        to + (size_t)count * HAK_PAGE_SIZE) != HAK_LENT)
+            hard_error("the kernel did not move page %u of the test's", count);
+        count++;
+    }
+    return count;
+}
+
+/* A SuperSlab in use whose slab to take has no page fills its free slabs
+ * from the box (hak_shared_pool_take) only while half the moved ranges the
+ * process allows are left: those moved into a SuperSlab live until it
+ * retires, and one kept in use would otherwise take them all, and every
+ * lend after would be refused.  Past half, the slab faults its pages in
+ * and the box keeps its span; with the ranges back, the fill takes it. */
+static void test_fills_in_use_stop_at_half_the_ranges(void)
+{
+    enum { LENDERS = 4, SPAN = LENDERS * SLAB_PAGES, MOVES = 4096 };
+    hak_hot_span_release_all(0);
+    hak_page_arena_release_free(0); /* no chunk a move failed out of (the test before) */
+    hak_shared_pool_release(0);
+    hold_free_slabs_in_use(); /* whose slabs with no page would take the box */
+    take_whole_superslab();
+    for (unsigned i = 1; i <= LENDERS; i++) {
+        if (whole[i]->touched_pages != 0)
+            hard_error("a fresh SuperSlab's slab %u has pages", i);
+        hak_shared_pool_give(whole[i]);
+    }
+    struct hak_slab *span = arena_span(SPAN);
+    memset(span->start, 6, (size_t)SPAN * HAK_PAGE_SIZE);
+    span->kind = HAK_SLAB_MID;
+    span->touched_pages = SPAN;
+    hak_hot_span_put(span);
+
+    char *from = mmap(NULL, 2 * (size_t)MOVES * HAK_PAGE_SIZE, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (from == MAP_FAILED)
+        hard_error("mmap of %d pages failed", 2 * MOVES);
+    char *to = from + (size_t)MOVES * HAK_PAGE_SIZE;
+    unsigned moves = live_ranges_to_half(from, to, MOVES);
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+        struct hak_slab *others[64];
+        unsigned other_count = 0;
+        struct hak_slab *slab = hak_shared_pool_take(0);
+        while (slab && slab->chunk != whole[0]->chunk && other_count < 64) {
+            others[other_count++] = slab;
+            slab = hak_shared_pool_take(0);
+        }
+        if (!slab || slab->chunk != whole[0]->chunk)
+            hard_error("the SuperSlab's free slabs did not come back to the test");
+        unsigned filled = 0;
+        for (unsigned i = 1; i <= LENDERS; i++)
+            filled += whole[i]->touched_pages == SLAB_PAGES && whole[i]->start[0] == 6;
+        uint64_t moved = hak_stat_read(HAK_STAT_LENT_BYTES) - lent;
+        if (pass == 0)
+            CHECK(moved == 0 && filled == 0 && box_bytes() == (size_t)SPAN * HAK_PAGE_SIZE,
+                  "with half the moved ranges live, a SuperSlab in use took %llu bytes of the "
+                  "box (%u slabs filled, %zu bytes still hot)",
+                  (unsigned long long)moved, filled, box_bytes());
+        else
+            CHECK(moved == (uint64_t)SPAN * HAK_PAGE_SIZE && filled == LENDERS && box_bytes() == 0,
+                  "with the moved ranges back, a SuperSlab in use took %llu bytes of the box, "
+                  "not %d pages (%u slabs filled)",
+                  (unsigned long long)moved, SPAN, filled);
+        for (unsigned i = 0; i < other_count; i++)
+            hak_shared_pool_give(others[i]);
+        hak_shared_pool_give(slab);
+        if (pass == 0) {
+            hak_os_forget_lent(moves);
+            munmap(from, 2 * (size_t)MOVES * HAK_PAGE_SIZE);
+        }
+    }
+    for (unsigned i = 0; i < SLABS_PER_SS; i++)
+        if (i == 0 || i > LENDERS)
+            hak_shared_pool_give(whole[i]);
+    hak_shared_pool_release(0);
+    hak_hot_span_release_all(0);
+    give_back_held();
+}
+
 /* A stale hot span with fewer resident pages than a slab lends none to a
  * fresh SuperSlab (HAK_LEND_MIN_BYTES): they go back, as where none lends,
  * and the SuperSlab's slabs fault in their own. */
@@ -1230,6 +1319,8 @@ int main(int argc, char **argv)
     test_pages_move_back_and_forth();
     test_partly_lent_span_lends_whole();
     test_failed_move_ends_lends_of_its_chunk();
+    if (hak_superslab_region_exists())
+        test_fills_in_use_stop_at_half_the_ranges();
     test_kernel_refuses();
 #ifdef TEST_LEND_OLD_KERNEL
     return test_result("test_lend_old_kernel");
