@@ -143,8 +143,8 @@ static inline bool hak_heap_count_free(struct hak_thread *self, size_t cls)
  * the class, malloc's load of the head waits on free's store of it; on
  * Intel's recent cores (a Sapphire Rapids Xeon) the store forwards sooner
  * where both address the head as a register plus a displacement, with no
- * index register, which GCC prefers: fixed_size ran 1.25 times the pairs
- * a second, batch_free 1.12 times (7 alternating runs each), at one
+ * index register, which GCC prefers: fixed_size ran 1.24 times the pairs
+ * a second, batch_free 1.09 to 1.11 times (5 and 7 alternating runs), at one
  * instruction more in malloc and in free, this lea.  In asm, so that GCC
  * does not fold the address back into base-plus-index operands.  room[]
  * and allocs[] stay at their index: reached from the slot too, as words
@@ -173,14 +173,7 @@ static inline void *hak_heap_take(struct hak_thread *self, size_t cls, void **sl
     __builtin_prefetch((void *)next);
     hak_block_clear_free_words(block);
     self->room[cls]++;
-#if defined(__x86_64__)
-    /* Added to in memory at its own index: from the C, GCC put the head's
-     * address in a register of its own first (lea), for the head's load
-     * and store and this counter, one instruction more in every malloc. */
-    __asm__ __volatile__("{addq $1, %0|add %0, 1}" : "+m"(self->allocs[cls]));
-#else
     self->allocs[cls]++;
-#endif
     return block;
 }
 

@@ -864,9 +864,9 @@ static void test_in_use_failed_move_ends_its_lends(void)
     hak_shared_pool_release(0);
 }
 
-/* Ranges moved between two mappings of the test's own, counted live as the
- * allocator's (hak_os_lend), until half the bound on them lives
- * (hak_os_lent_ranges_to_spare); returns how many. */
+/* Ranges moved between the two halves of a mapping of the test's, counted
+ * live as the allocator's (hak_os_lend), until half the bound on them
+ * lives (hak_os_lent_ranges_to_spare); returns how many. */
 static unsigned live_ranges_to_half(char *from, char *to, unsigned pages)
 {
     unsigned count = 0;
@@ -912,6 +912,8 @@ static void test_fills_in_use_stop_at_half_the_ranges(void)
         hard_error("mmap of %d pages failed", 2 * MOVES);
     char *to = from + (size_t)MOVES * HAK_PAGE_SIZE;
     unsigned moves = live_ranges_to_half(from, to, MOVES);
+    CHECK(hak_os_can_lend(), "lending stopped with half the moved ranges live (%u of the test's)",
+          moves);
     for (int pass = 0; pass < 2; pass++) {
         uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
         struct hak_slab *others[64];
@@ -950,6 +952,7 @@ static void test_fills_in_use_stop_at_half_the_ranges(void)
             hak_shared_pool_give(whole[i]);
     hak_shared_pool_release(0);
     hak_hot_span_release_all(0);
+    hak_page_arena_release_free(0);
     give_back_held();
 }
 
