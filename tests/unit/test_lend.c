@@ -169,6 +169,29 @@ static void retire_whole_superslab(void)
     hak_shared_pool_release(0);
 }
 
+/* A slab of take_whole_superslab's SuperSlab, taken from the pool; slabs
+ * of other SuperSlabs in use that come first wait for give_back_others. */
+static struct hak_slab *others[64];
+static unsigned other_count;
+
+static struct hak_slab *take_from_whole_superslab(void)
+{
+    struct hak_slab *slab = hak_shared_pool_take(0);
+    while (slab && slab->chunk != whole[0]->chunk && other_count < 64) {
+        others[other_count++] = slab;
+        slab = hak_shared_pool_take(0);
+    }
+    if (!slab || slab->chunk != whole[0]->chunk)
+        hard_error("the SuperSlab's free slabs did not come back to the test");
+    return slab;
+}
+
+static void give_back_others(void)
+{
+    while (other_count)
+        hak_shared_pool_give(others[--other_count]);
+}
+
 /* The SuperSlab's slabs back, the first count filled with pages pages
  * each: a spare just now. */
 static void leave_young_spare(unsigned count, uint32_t pages)
@@ -780,16 +803,7 @@ static void test_in_use_slabs_lend_and_take_back(void)
     hak_hot_span_put(span);
     lent = hak_stat_read(HAK_STAT_LENT_BYTES);
     long faults = minor_faults();
-    /* Slabs of other SuperSlabs in use may come first: given back. */
-    struct hak_slab *others[64];
-    unsigned other_count = 0;
-    struct hak_slab *slab = hak_shared_pool_take(0);
-    while (slab && slab->chunk != whole[0]->chunk && other_count < 64) {
-        others[other_count++] = slab;
-        slab = hak_shared_pool_take(0);
-    }
-    if (!slab || slab->chunk != whole[0]->chunk)
-        hard_error("the SuperSlab's free slabs did not come back to the test");
+    struct hak_slab *slab = take_from_whole_superslab();
     unsigned filled = 0;
     for (unsigned i = 1; i <= LENDERS; i++)
         filled += whole[i]->touched_pages == SLAB_PAGES &&
@@ -800,8 +814,7 @@ static void test_in_use_slabs_lend_and_take_back(void)
           "(%u slabs hold them; %zu bytes hot; %ld faults)",
           (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), SPAN, filled,
           box_bytes(), minor_faults() - faults);
-    for (unsigned i = 0; i < other_count; i++)
-        hak_shared_pool_give(others[i]);
+    give_back_others();
     hak_shared_pool_give(slab);
     for (unsigned i = 0; i < SLABS_PER_SS; i++)
         if (i == 0 || i > LENDERS)
@@ -918,15 +931,7 @@ static void test_fills_in_use_stop_at_half_the_ranges(void)
         span->touched_pages = SPAN;
         hak_hot_span_put(span);
         uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
-        struct hak_slab *others[64];
-        unsigned other_count = 0;
-        struct hak_slab *slab = hak_shared_pool_take(0);
-        while (slab && slab->chunk != whole[0]->chunk && other_count < 64) {
-            others[other_count++] = slab;
-            slab = hak_shared_pool_take(0);
-        }
-        if (!slab || slab->chunk != whole[0]->chunk)
-            hard_error("the SuperSlab's free slabs did not come back to the test");
+        struct hak_slab *slab = take_from_whole_superslab();
         unsigned filled = 0;
         for (unsigned i = 1; i <= LENDERS; i++)
             filled += whole[i]->touched_pages == SLAB_PAGES && whole[i]->start[0] == 6;
@@ -941,8 +946,7 @@ static void test_fills_in_use_stop_at_half_the_ranges(void)
                   "with the moved ranges back, a SuperSlab in use took %llu bytes of the box, "
                   "not %d pages (%u slabs filled, %zu bytes still hot)",
                   (unsigned long long)moved, SPAN, filled, box_bytes());
-        for (unsigned i = 0; i < other_count; i++)
-            hak_shared_pool_give(others[i]);
+        give_back_others();
         hak_shared_pool_give(slab);
         if (pass == 0) {
             hak_os_forget_lent(moves);
