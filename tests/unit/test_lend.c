@@ -943,8 +943,7 @@ static void test_fills_in_use_stop_at_half_the_ranges(void)
     CHECK(hak_os_can_lend(), "lending stopped with half the moved ranges live (%u of the test's)",
           moves);
     for (int pass = 0; pass < 2; pass++) {
-        /* Put just before the take: a guest under emulation takes seconds
-         * over the moves, and an older span may have left the box. */
+        /* A span of its own for each pass, put right before its take. */
         hak_hot_span_release_all(0);
         struct hak_slab *span = arena_span_that_lends(SPAN);
         memset(span->start, 6, (size_t)SPAN * HAK_PAGE_SIZE);
