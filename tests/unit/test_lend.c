@@ -925,7 +925,7 @@ static void test_fills_in_use_stop_at_half_the_ranges(void)
 {
     enum { LENDERS = 4, SPAN = LENDERS * SLAB_PAGES, MOVES = 4096 };
     hak_hot_span_release_all(0);
-    hak_page_arena_release_free(0); /* no chunk a move failed out of (the test before) */
+    hak_page_arena_release_free(0); /* the chunk a move failed out of, if it holds no span */
     hak_shared_pool_release(0);
     hold_free_slabs_in_use(); /* whose slabs with no page would take the box */
     take_whole_superslab();
