@@ -70,10 +70,10 @@ void hak_hot_span_release_stale(unsigned node);
  * the next phase of those sizes; the spans that phase misses take the
  * spares' pages back (arena/shared_pool.h).  Each span lends its last
  * pages first, in whole slabs; one left with none goes back to the
- * PageArena, one with some stays the oldest.  One with fewer than HAK_LEND_MIN_BYTES lends
- * none: a stale one goes back decommitted, a young one stays.  Returns the
- * bytes of dst taken, to being the mappings of dst's SuperSlab, at to_base
- * (mappings.h). */
+ * PageArena, one with some stays the oldest.  One with fewer than
+ * HAK_LEND_MIN_BYTES lends none: a stale one goes back decommitted, a
+ * young one stays.  Returns the bytes of dst taken, to being the mappings
+ * of dst's SuperSlab, at to_base (mappings.h). */
 size_t hak_hot_span_lend(unsigned node, char *dst, size_t size, struct hak_mappings *to,
                          const char *to_base);
 

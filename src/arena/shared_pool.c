@@ -411,10 +411,7 @@ struct hak_slab *hak_shared_pool_take(unsigned node)
         pthread_mutex_lock(lock_of(pool));
         slabs_back(pool, ss, no_pages & ~(1u << index), &leaving);
     } else {
-        ss->free_slabs &= ~(1u << index);
-        ss->used_slabs++;
-        if (!ss->free_slabs)
-            list_remove(&pool->with_free, ss);
+        reserve_slabs(pool, ss, 1u << index);
     }
     pthread_mutex_unlock(lock_of(pool));
     retire(pool, leaving);
