@@ -377,7 +377,8 @@ _Static_assert(__builtin_offsetof(struct hak_arena_chunk, page_slab) ==
 
 struct hak_large {
     struct hak_chunk_head head;
-    size_t offset; /* of the user block from the head */
+    size_t offset; /* of the block's pages from the head */
+    size_t colour; /* bytes of the block in the head's page, before offset */
     size_t usable;
     size_t requested; /* the size last asked for; in checked mode a canary follows */
     uint64_t freed_ms;

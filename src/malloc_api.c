@@ -127,7 +127,7 @@ static inline void *alloc(size_t size)
         return hak_heap_alloc(hak_small_class(size), size);
     if (HAK_LIKELY(size <= HAK_L25_MAX))
         return hak_heap_alloc(hak_mid_class(size), size);
-    return alloc_large(size, HAK_PAGE_SIZE, false);
+    return alloc_large(size, HAK_LARGE_MALLOC_ALIGN, false);
 }
 
 /* Bytes usable at ptr, which lies in chunk: in checked mode exactly those
@@ -236,7 +236,7 @@ HAK_API void *hak_calloc(size_t nmemb, size_t size)
     if (__builtin_mul_overflow(nmemb, size, &total))
         return fail_nomem();
     if (total > HAK_L25_MAX)
-        return alloc_large(total, HAK_PAGE_SIZE, true); /* fresh mappings are zero */
+        return alloc_large(total, HAK_LARGE_MALLOC_ALIGN, true); /* fresh mappings are zero */
     if (total > HAK_MID_MAX)
         return hak_heap_alloc_zeroed(total, hak_mid_class(total));
     void *ptr = alloc(total);
@@ -312,7 +312,7 @@ static HAK_NOINLINE void *realloc_block(void *ptr, size_t size)
         /* A checked large block never grows past its mapping, which its
          * guard page ends: the headroom comes with the mapping. */
         asked = hak_harden.checked ? request : size;
-        fresh = alloc_large(asked, HAK_PAGE_SIZE, false);
+        fresh = alloc_large(asked, HAK_LARGE_MALLOC_ALIGN, false);
     }
     /* Out of mappings (vm.max_map_count), a block up to 1 MiB still fits a
      * class, and the realloc succeeds as if the large path had not failed;
@@ -520,7 +520,7 @@ HAK_API void *hak_malloc_onnode(size_t size, int node)
         return alloc(size);
     if (size > PTRDIFF_MAX)
         return fail_nomem();
-    return alloc_in_backend_or_trim(size, HAK_PAGE_SIZE, (unsigned)index, false, true);
+    return alloc_in_backend_or_trim(size, HAK_LARGE_MALLOC_ALIGN, (unsigned)index, false, true);
 }
 
 HAK_API int hak_node_of(const void *ptr)

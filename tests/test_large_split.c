@@ -257,6 +257,13 @@ static void grow_in_cached_mapping(void)
     free(large);
 }
 
+/* Where a large block's usable bytes end, from its head's page. */
+static size_t mapping_end(char *block)
+{
+    uintptr_t head = ((uintptr_t)block - 1) & ~(uintptr_t)4095;
+    return (uintptr_t)block + malloc_usable_size(block) - head;
+}
+
 static void whole_units(void)
 {
     const char *level = getenv("HAKMEM_HARDEN");
@@ -269,13 +276,16 @@ static void whole_units(void)
     if (nine == NULL || six == NULL || eight == NULL) {
         hard_error("malloc(9 MiB, 6 MiB, 8 MiB) failed");
     }
-    size_t expected = rounds ? 10 * MiB - 4096 : 9 * MiB;
-    CHECK(malloc_usable_size(nine) == expected, "the 9 MiB block has %zu usable bytes, not %zu",
-          malloc_usable_size(nine), expected);
-    CHECK(malloc_usable_size(six) == 6 * MiB, "the 6 MiB block has %zu usable bytes",
-          malloc_usable_size(six));
-    CHECK(malloc_usable_size(eight) == 8 * MiB, "the 8 MiB block has %zu usable bytes",
-          malloc_usable_size(eight));
+    /* Each ends where its mapping does; its head's page is the one its
+     * first byte lies in, or the one before where it starts a page (a
+     * large block starts at a cache line of the head's page, its colour). */
+    size_t expected = rounds ? 10 * MiB : 4096 + 9 * MiB;
+    CHECK(mapping_end(nine) == expected, "the 9 MiB block ends %zu bytes after its head, not %zu",
+          mapping_end(nine), expected);
+    CHECK(mapping_end(six) == 4096 + 6 * MiB, "the 6 MiB block ends %zu bytes after its head",
+          mapping_end(six));
+    CHECK(mapping_end(eight) == 4096 + 8 * MiB, "the 8 MiB block ends %zu bytes after its head",
+          mapping_end(eight));
     memset(nine, 0x66, malloc_usable_size(nine));
     free(eight);
     free(six);

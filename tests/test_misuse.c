@@ -82,15 +82,17 @@ static void double_free(size_t size)
     free(fault_ptr(block));
 }
 
-/* A large block's head, in the page below it, replaced by a fresh page, as
- * a program's own mmap(MAP_FIXED) over it does (glibc's tst-free-errno
- * does, where its own head sits inside the block's first page): a free,
- * a realloc or a malloc_usable_size of the block names the fault, where
- * it crashed. */
+/* A large block's head, on the page where the block starts (or the page
+ * below, for a block that starts a page), replaced by a fresh page, as a
+ * program's own mmap(MAP_FIXED) over it does (glibc's tst-free-errno
+ * does, where glibc's head too sits inside the block's first page): a
+ * free, a realloc or a malloc_usable_size of the block names the fault,
+ * where it crashed. */
 static void large_head_overwritten(const char *call)
 {
     char *block = must_malloc(LARGE_SIZE);
-    if (mmap(block - PAGE_SIZE_4K, PAGE_SIZE_4K, PROT_READ | PROT_WRITE,
+    uintptr_t head = ((uintptr_t)block - 1) & ~(uintptr_t)(PAGE_SIZE_4K - 1);
+    if (mmap((void *)head, PAGE_SIZE_4K, PROT_READ | PROT_WRITE,
              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
         _exit(EXIT_HARD_ERROR);
     tell("addr", block);

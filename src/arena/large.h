@@ -10,8 +10,11 @@
 #include "../internal.h"
 
 /* A block of at least size bytes aligned to align (a power of two), its
- * first size bytes zero if zeroed; NULL with errno ENOMEM. */
+ * first size bytes zero if zeroed; NULL with errno ENOMEM.  A malloc's
+ * block asks for HAK_LARGE_MALLOC_ALIGN: its start is then free to move
+ * along the head's page (colour_for). */
 void *hak_large_alloc(size_t size, size_t align, unsigned node, bool zeroed);
+#define HAK_LARGE_MALLOC_ALIGN 16
 void hak_large_free(struct hak_large *large, void *ptr);
 /* The block resized to size without copying it: in place, or grown by
  * moving its pages to a bigger mapping; NULL when it cannot be. */
@@ -28,9 +31,11 @@ static inline size_t hak_large_usable(const struct hak_large *large)
     return large->usable;
 }
 
+/* The block starts colour bytes into the head's page, before its own pages
+ * (large.c, colour_for). */
 static inline void *hak_large_block(const struct hak_large *large)
 {
-    return (char *)large + large->offset;
+    return (char *)large + large->offset - large->colour;
 }
 
 /* The last 2 MiB unit of a mapping may hold other memory past its end. */

@@ -1022,7 +1022,7 @@ static void *alloc_checked(struct hak_heap *heap, unsigned cls, size_t size)
            (hak_class_size[fit] < size + HAK_CANARY_BYTES || hak_class_align(fit) < align))
         fit++;
     if (fit == HAK_NUM_CLASSES)
-        return hak_large_alloc(size, HAK_PAGE_SIZE, heap->node, false);
+        return hak_large_alloc(size, align, heap->node, false);
     heap->stats[fit].refills++;
     void *block = NULL;
     uint32_t carved;
