@@ -9,8 +9,9 @@
  * block's, all of them written here.
  * Alignment: memalign's blocks keep theirs (1 KiB: a colour of whole KiB
  * or none; a page: none).
- * Reuse: a block over a freed mapping starts at a new colour, and calloc's
- * is zero there too, where the freed block's bytes lay.
+ * Reuse: a block over a freed mapping starts where the freed one did (the
+ * mapping keeps its colour), and calloc's is zero there, where the freed
+ * block's bytes lay; one aligned to 1 KiB over it takes a colour it may.
  * Growth: a block realloc grows to twenty times its size keeps its bytes,
  * those in its head's page among them.
  * Level 2 guards a freed block's pages whole and colours none: the
@@ -116,14 +117,22 @@ static void test_reuse(void)
     check_start("a calloc'd block over a freed mapping", second);
     uintptr_t second_head = (uintptr_t)(second - 1) & ~(uintptr_t)(PAGE - 1);
     CHECK(second_head == head, "calloc did not reuse the freed mapping");
-    if (coloured)
-        CHECK(page_offset(second) != first_offset,
-              "the reused mapping's block starts at the same colour, %zu bytes in", first_offset);
+    CHECK(page_offset(second) == first_offset,
+          "the reused mapping's block starts %zu bytes into its page, the freed one %zu",
+          page_offset(second), first_offset);
     size_t nonzero = 0;
     for (size_t i = 0; i < size; i++)
         nonzero += second[i] != 0;
     CHECK(nonzero == 0, "calloc over a freed mapping left %zu bytes of it not zero", nonzero);
     free(second);
+    char *aligned = memalign(KiB, opaque_size(size));
+    if (!aligned)
+        hard_error("memalign(1 KiB, 3 MiB) failed");
+    CHECK((uintptr_t)aligned % KiB == 0, "memalign(1 KiB) over a freed mapping gave %p",
+          (void *)aligned);
+    CHECK((((uintptr_t)aligned - 1) & ~(uintptr_t)(PAGE - 1)) == head,
+          "memalign(1 KiB) did not reuse the freed mapping");
+    free(aligned);
 }
 
 static void test_growth(void)
