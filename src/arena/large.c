@@ -116,19 +116,20 @@ static void set_size(struct hak_large *large, size_t map_size)
 
 /* Where in the head's page a block starts (struct hak_large's colour): a
  * cache line of its own for each mapping, cycling through COLOURS of them,
- * rather than the first line of a page for all.  A program that
- * writes its block a page apart (realloc_grow's byte per page) wrote only
- * the first lines of pages, which share a handful of the cache's sets: at
- * 3000 rounds, realloc_grow wrote its 8 MiB buffers in 52-57 ms so, and
- * in 36-38 ms from the middle of pages, as under glibc, whose blocks start
- * 16 B past a chunk's head (its byte per page alone: the same 38 ms from
- * any offset from 192 to 3840 B into the page, 50-60 ms below and above).
- * Blocks that a loop walks in step stop sharing sets too, as jemalloc's
- * cache-oblivious large blocks do.  A block starts 256 B or more before
- * its page's end, and on a cache line past the head's fields.  One aligned
- * to more than a cache line takes a colour that is a multiple of its
- * alignment (a page's: none); none at level 2, which guards the pages of a
- * freed block whole. */
+ * rather than the first line of a page for all.  A program that writes its
+ * block a page apart (realloc_grow's byte per page) then writes the first
+ * bytes of each page, which a Sapphire Rapids Xeon does slowly: a byte per
+ * page over 8 MiB took the same 38 ms from any offset from 192 to 3840 B
+ * into the page, 50-60 ms from below or above; realloc_grow at 3000 rounds
+ * wrote its buffers in 52-57 ms from the first byte of their pages, and in
+ * 36-38 ms coloured, as under glibc.  Blocks that a loop walks in step
+ * stop sharing cache sets too (jemalloc starts its large blocks at a
+ * random line of their first page for that), though a loop over three
+ * arrays of 1-2 MiB ran as fast from the first line of their pages there.
+ * A block starts 256 B or more before its page's end, and on a cache line
+ * past the head's fields.  One aligned to more than a cache line takes a
+ * colour that is a multiple of its alignment (a page's: none); none at
+ * level 2, which guards the pages of a freed block whole. */
 #define COLOUR_LOW 256
 #define COLOUR_HIGH (HAK_PAGE_SIZE - 384)
 #define COLOURS ((COLOUR_HIGH - COLOUR_LOW) / HAK_CACHE_LINE + 1)
