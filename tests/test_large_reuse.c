@@ -50,6 +50,7 @@ static char *new_buffer(uint32_t *state, size_t *pages)
         hard_error("malloc(%zu) failed", size);
     for (size_t at = 0; at < size; at += 4096)
         buffer[at] = (char)at;
+    buffer[size - 1] = 1; /* the last page, wherever the block starts in its first */
     *pages += (size + 4095) / 4096;
     return buffer;
 }
@@ -58,6 +59,7 @@ static void write_pages(char *block, size_t size)
 {
     for (size_t at = 0; at < size; at += 4096)
         block[at] = 1;
+    block[size - 1] = 1;
 }
 
 /* A block grown over the biggest cached mapping finds the pages it lacks

@@ -656,7 +656,10 @@ static void run_case(const char *name)
          * the second, which lies inside that. */
         never_handed_out(first_block(12000, PAGE_SIZE_4K) + 2 * 12544);
     } else if (!strcmp(name, "never_large_header")) {
-        never_handed_out(must_malloc(LARGE_SIZE) - PAGE_SIZE_4K);
+        /* The head, on the page where the block starts, or on the page
+         * below where it starts a page. */
+        uintptr_t block = (uintptr_t)must_malloc(LARGE_SIZE);
+        never_handed_out((char *)((block - 1) & ~(uintptr_t)(PAGE_SIZE_4K - 1)));
     } else if (!strcmp(name, "never_arena_header")) {
         char *block = first_block(1300, PAGE_SIZE_4K);
         never_handed_out((char *)((uintptr_t)block & ~(uintptr_t)(4 * MiB - 1)));

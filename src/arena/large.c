@@ -101,9 +101,10 @@ static size_t own_pages_bytes(const struct hak_large *large)
     return large->head.map_size - large->offset;
 }
 
+/* Level 2's guard page is not the block's: usable leaves it out. */
 static bool fully_touched(const struct hak_large *large)
 {
-    return large->touched_pages * HAK_PAGE_SIZE >= own_pages_bytes(large);
+    return large->touched_pages * HAK_PAGE_SIZE >= large->usable - large->colour;
 }
 
 static void set_size(struct hak_large *large, size_t map_size)
@@ -369,7 +370,8 @@ static void note_written(struct hak_large *large)
     if (!hak_options_huge_pages() ||
         __atomic_fetch_add(&cache->frees, 1, __ATOMIC_RELAXED) % WRITTEN_LOOK_EVERY)
         return;
-    bool written = hak_os_mostly_resident((char *)large + large->offset, own_pages_bytes(large));
+    bool written =
+        hak_os_mostly_resident((char *)large + large->offset, large->usable - large->colour);
     __atomic_store_n(&cache->written, written, __ATOMIC_RELAXED);
 }
 

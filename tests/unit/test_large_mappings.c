@@ -55,6 +55,15 @@ static bool tagged_page(size_t page, size_t pages)
     return page % CHECK_EVERY == 0 || page == pages - 1;
 }
 
+/* The byte offset of a tagged page's word: its first, but for the last
+ * page the block's last word, which lies in the mapping's last page
+ * wherever in its head's page the block starts (its colour). */
+static size_t tag_offset(size_t page, size_t pages, size_t size)
+{
+    return page == pages - 1 ? (size / sizeof(uint64_t) - 1) * sizeof(uint64_t)
+                             : page * HAK_PAGE_SIZE;
+}
+
 struct block {
     uint64_t *words;
     size_t size;
@@ -70,8 +79,10 @@ static void fill_block(struct block *b, size_t size, uint64_t tag)
     b->tag = tag;
     size_t pages = (size + HAK_PAGE_SIZE - 1) / HAK_PAGE_SIZE;
     for (size_t page = 0; page < pages; page++)
-        if (tagged_page(page, pages))
-            b->words[page * HAK_PAGE_SIZE / sizeof(uint64_t)] = tag + page * HAK_PAGE_SIZE;
+        if (tagged_page(page, pages)) {
+            size_t at = tag_offset(page, pages, size);
+            b->words[at / sizeof(uint64_t)] = tag + at;
+        }
 }
 
 static void free_block(struct block *b)
@@ -80,7 +91,7 @@ static void free_block(struct block *b)
     for (size_t page = 0; page < pages; page++) {
         if (!tagged_page(page, pages))
             continue;
-        size_t at = page * HAK_PAGE_SIZE;
+        size_t at = tag_offset(page, pages, b->size);
         uint64_t word = b->words[at / sizeof(uint64_t)];
         CHECK(word == b->tag + at, "block %p of %zu bytes: page %zu holds %#llx, not %#llx",
               (void *)b->words, b->size, page, (unsigned long long)word,
