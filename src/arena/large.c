@@ -96,23 +96,24 @@ static void count_pages(struct hak_large *large, size_t held, size_t size)
                                   round_to_page(to) / HAK_PAGE_SIZE, large->touched_pages);
 }
 
-static size_t own_pages_bytes(const struct hak_large *large)
+/* The block's bytes in its own pages, past the head's: not level 2's
+ * guard page, which usable leaves out. */
+static size_t own_bytes(const struct hak_large *large)
 {
-    return large->head.map_size - large->offset;
+    return large->usable - large->colour;
 }
 
-/* Level 2's guard page is not the block's: usable leaves it out. */
 static bool fully_touched(const struct hak_large *large)
 {
-    return large->touched_pages * HAK_PAGE_SIZE >= large->usable - large->colour;
+    return large->touched_pages * HAK_PAGE_SIZE >= own_bytes(large);
 }
 
 static void set_size(struct hak_large *large, size_t map_size)
 {
     large->head.map_size = map_size;
-    large->usable = own_pages_bytes(large) + large->colour;
-    if (large->touched_pages > own_pages_bytes(large) / HAK_PAGE_SIZE)
-        large->touched_pages = own_pages_bytes(large) / HAK_PAGE_SIZE;
+    large->usable = map_size - large->offset + large->colour;
+    if (large->touched_pages > own_bytes(large) / HAK_PAGE_SIZE)
+        large->touched_pages = own_bytes(large) / HAK_PAGE_SIZE;
 }
 
 /* Where in the head's page a block starts (struct hak_large's colour): a
@@ -159,7 +160,7 @@ static size_t colour_for(unsigned node, size_t align)
  * pages).  Level 2's guard page stays out of the usable bytes. */
 static void colour_reused(struct hak_large *large, size_t colour, size_t size, size_t align)
 {
-    size_t own = large->usable - large->colour, old = large->colour;
+    size_t own = own_bytes(large), old = large->colour;
     if (old && !(old & (align - 1)) && own + old >= size &&
         round_to_page(past_colour(size, old)) >= round_to_page(past_colour(size, colour)))
         colour = old;
@@ -370,8 +371,7 @@ static void note_written(struct hak_large *large)
     if (!hak_options_huge_pages() ||
         __atomic_fetch_add(&cache->frees, 1, __ATOMIC_RELAXED) % WRITTEN_LOOK_EVERY)
         return;
-    bool written =
-        hak_os_mostly_resident((char *)large + large->offset, large->usable - large->colour);
+    bool written = hak_os_mostly_resident((char *)large + large->offset, own_bytes(large));
     __atomic_store_n(&cache->written, written, __ATOMIC_RELAXED);
 }
 
