@@ -305,4 +305,12 @@ static inline double seconds_now(void)
 #define MiB ((size_t)1 << 20)
 #define KiB ((size_t)1 << 10)
 
+/* A large block's head: on the 4 KiB page of the block's first byte, or
+ * on the page before where the block starts a page (a large block starts
+ * at its colour, a cache line of its head's page: arena/large.c). */
+static inline uintptr_t large_block_head(const void *block)
+{
+    return ((uintptr_t)block - 1) & ~(uintptr_t)4095;
+}
+
 #endif

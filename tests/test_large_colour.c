@@ -107,7 +107,7 @@ static void test_reuse(void)
     char *first = malloc(opaque_size(size));
     if (!first)
         hard_error("malloc(3 MiB) failed");
-    uintptr_t head = (uintptr_t)(first - 1) & ~(uintptr_t)(PAGE - 1);
+    uintptr_t head = large_block_head(first);
     memset(first, 0xab, malloc_usable_size(first));
     size_t first_offset = page_offset(first);
     free(first);
@@ -115,8 +115,7 @@ static void test_reuse(void)
     if (!second)
         hard_error("calloc(3 MiB) failed");
     check_start("a calloc'd block over a freed mapping", second);
-    uintptr_t second_head = (uintptr_t)(second - 1) & ~(uintptr_t)(PAGE - 1);
-    CHECK(second_head == head, "calloc did not reuse the freed mapping");
+    CHECK(large_block_head(second) == head, "calloc did not reuse the freed mapping");
     CHECK(page_offset(second) == first_offset,
           "the reused mapping's block starts %zu bytes into its page, the freed one %zu",
           page_offset(second), first_offset);
@@ -130,8 +129,7 @@ static void test_reuse(void)
         hard_error("memalign(1 KiB, 3 MiB) failed");
     CHECK((uintptr_t)aligned % KiB == 0, "memalign(1 KiB) over a freed mapping gave %p",
           (void *)aligned);
-    CHECK((((uintptr_t)aligned - 1) & ~(uintptr_t)(PAGE - 1)) == head,
-          "memalign(1 KiB) did not reuse the freed mapping");
+    CHECK(large_block_head(aligned) == head, "memalign(1 KiB) did not reuse the freed mapping");
     free(aligned);
 }
 

@@ -260,8 +260,7 @@ static void grow_in_cached_mapping(void)
 /* Where a large block's usable bytes end, from its head's page. */
 static size_t mapping_end(char *block)
 {
-    uintptr_t head = ((uintptr_t)block - 1) & ~(uintptr_t)4095;
-    return (uintptr_t)block + malloc_usable_size(block) - head;
+    return (uintptr_t)block + malloc_usable_size(block) - large_block_head(block);
 }
 
 static void whole_units(void)

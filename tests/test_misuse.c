@@ -91,8 +91,7 @@ static void double_free(size_t size)
 static void large_head_overwritten(const char *call)
 {
     char *block = must_malloc(LARGE_SIZE);
-    uintptr_t head = ((uintptr_t)block - 1) & ~(uintptr_t)(PAGE_SIZE_4K - 1);
-    if (mmap((void *)head, PAGE_SIZE_4K, PROT_READ | PROT_WRITE,
+    if (mmap((void *)large_block_head(block), PAGE_SIZE_4K, PROT_READ | PROT_WRITE,
              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
         _exit(EXIT_HARD_ERROR);
     tell("addr", block);
@@ -656,10 +655,7 @@ static void run_case(const char *name)
          * the second, which lies inside that. */
         never_handed_out(first_block(12000, PAGE_SIZE_4K) + 2 * 12544);
     } else if (!strcmp(name, "never_large_header")) {
-        /* The head, on the page where the block starts, or on the page
-         * below where it starts a page. */
-        uintptr_t block = (uintptr_t)must_malloc(LARGE_SIZE);
-        never_handed_out((char *)((block - 1) & ~(uintptr_t)(PAGE_SIZE_4K - 1)));
+        never_handed_out((char *)large_block_head(must_malloc(LARGE_SIZE)));
     } else if (!strcmp(name, "never_arena_header")) {
         char *block = first_block(1300, PAGE_SIZE_4K);
         never_handed_out((char *)((uintptr_t)block & ~(uintptr_t)(4 * MiB - 1)));

@@ -49,13 +49,6 @@ static void test_release_parser(void)
     CHECK(!hak_os_moves_over_mappings(), "uname says 6.1, and moves over mappings are taken");
 }
 
-/* A large block's head: on the page of the block's first byte, or on the
- * page before where the block starts a page (struct hak_large's colour). */
-static uintptr_t head_of(const char *block)
-{
-    return ((uintptr_t)block - 1) & ~(uintptr_t)(HAK_PAGE_SIZE - 1);
-}
-
 static void write_pages(char *block, size_t size)
 {
     for (size_t at = 0; at < size; at += HAK_PAGE_SIZE)
@@ -80,7 +73,7 @@ static char *grow_over(char *four_mib, unsigned *refused, bool *four_mib_moved)
 {
     char *fence_between = alloc_written(2 * MiB);
     char *biggest = alloc_written(8 * MiB);
-    uintptr_t four_mib_head = head_of(four_mib);
+    uintptr_t four_mib_head = large_block_head(four_mib);
     free(four_mib);
     free(biggest);
     unsigned first_refusal = mremap_refusals, first_move = mremap_moves;
@@ -127,7 +120,7 @@ static char *two_mapping_block(char **fence_above)
     char *small = alloc_written(2 * MiB);
     free(small);
     char *block = alloc_written(4 * MiB);
-    if (within_one_mapping(head_of(block), HAK_PAGE_SIZE + 4 * MiB))
+    if (within_one_mapping(large_block_head(block), HAK_PAGE_SIZE + 4 * MiB))
         hard_error("the 4 MiB block is one kernel mapping: the test no longer makes two");
     return block;
 }
@@ -148,7 +141,7 @@ static void test_grow_of_two_mappings(void)
 {
     char *fence_above;
     char *two_mappings = two_mapping_block(&fence_above);
-    uintptr_t head = head_of(two_mappings);
+    uintptr_t head = large_block_head(two_mappings);
     const struct hak_large *large = (const struct hak_large *)hak_page_map_lookup((void *)head);
     if (!large || (uintptr_t)large != head)
         hard_error("the 4 MiB block has no head of its own");
@@ -190,7 +183,7 @@ static void test_move_refused_part_way(void)
 {
     char *fence_above;
     char *two_mappings = two_mapping_block(&fence_above);
-    uintptr_t head = head_of(two_mappings);
+    uintptr_t head = large_block_head(two_mappings);
     const struct hak_large *large = (const struct hak_large *)hak_page_map_lookup((void *)head);
     if (!large || (uintptr_t)large != head || large->mapping_count != 1)
         hard_error("the 4 MiB block does not know its two kernel mappings");
@@ -226,7 +219,7 @@ static void test_split_by_the_program(void)
     malloc_trim(0);
     char *fence_above = alloc_written(2 * MiB);
     char *split = alloc_written(4 * MiB);
-    uintptr_t head = head_of(split);
+    uintptr_t head = large_block_head(split);
     if (madvise((char *)head + HAK_PAGE_SIZE + MiB, HAK_PAGE_SIZE, MADV_DONTFORK) != 0 ||
         within_one_mapping(head, HAK_PAGE_SIZE + 4 * MiB))
         hard_error("madvise did not split the 4 MiB block's mapping");
