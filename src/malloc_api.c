@@ -121,21 +121,12 @@ static struct hak_chunk_head *owner_of(const void *ptr)
     return chunk;
 }
 
-/* Out of line: malloc's Mid path stays as short as it was. */
-static HAK_NOINLINE void *alloc_l25(size_t size)
-{
-    unsigned cls = hak_mid_class(size);
-    return hak_heap_at_colour(hak_heap_alloc(cls, size), cls, size);
-}
-
 static inline void *alloc(size_t size)
 {
     if (HAK_LIKELY(size <= HAK_SMALL_MAX))
         return hak_heap_alloc(hak_small_class(size), size);
-    if (HAK_LIKELY(size <= HAK_MID_MAX))
-        return hak_heap_alloc(hak_mid_class(size), size);
     if (HAK_LIKELY(size <= HAK_L25_MAX))
-        return alloc_l25(size);
+        return hak_heap_alloc(hak_mid_class(size), size);
     return alloc_large(size, HAK_LARGE_MALLOC_ALIGN, false);
 }
 
@@ -155,13 +146,11 @@ static size_t usable_size(struct hak_chunk_head *chunk, void *ptr)
     if (slab->kind != HAK_SLAB_SMALL && slab->kind != HAK_SLAB_MID && slab->kind != HAK_SLAB_L25 &&
         slab->kind != HAK_SLAB_NODE_BLOCK)
         hak_fatal("pointer hakmem never handed out", ptr);
-    /* An L25 slab's pages all map to it (hak_slab_is_whole_span), and its
-     * block may start at its colour; a node block is one block too. */
-    char *start = hak_heap_uncoloured(slab, ptr);
-    if ((hak_slab_is_whole_span(slab) || slab->kind == HAK_SLAB_NODE_BLOCK) && start != slab->start)
+    /* An L25 slab's pages all map to it (hak_slab_is_whole_span); a node
+     * block is one block too. */
+    if ((hak_slab_is_whole_span(slab) || slab->kind == HAK_SLAB_NODE_BLOCK) && ptr != slab->start)
         hak_fatal("pointer inside a block", ptr);
-    return hak_harden.checked ? hak_heap_requested_size(slab, ptr)
-                              : slab->block_size - (size_t)((char *)ptr - start);
+    return hak_harden.checked ? hak_heap_requested_size(slab, ptr) : slab->block_size;
 }
 
 /* flatten: GCC would rather jump to alloc, one instruction more per malloc.

@@ -21,7 +21,6 @@ hakmem_c_tests = \
 	tests/test_large_split \
 	tests/test_large_reuse \
 	tests/test_large_colour \
-	tests/test_l25_colour \
 	tests/test_trim \
 	tests/test_glibc_ext \
 	tests/test_calloc
@@ -123,10 +122,6 @@ tests_test_large_colour_SOURCES = tests/test_large_colour.c tests/harness.h
 tests_test_large_colour_CFLAGS = $(hakmem_test_cflags)
 tests_test_large_colour_LDFLAGS = $(hakmem_test_ldflags)
 tests_test_large_colour_LDADD = src/libhakmem.la
-tests_test_l25_colour_SOURCES = tests/test_l25_colour.c tests/harness.h
-tests_test_l25_colour_CFLAGS = $(hakmem_test_cflags)
-tests_test_l25_colour_LDFLAGS = $(hakmem_test_ldflags)
-tests_test_l25_colour_LDADD = src/libhakmem.la
 tests_test_large_reuse_SOURCES = tests/test_large_reuse.c tests/harness.h
 tests_test_large_reuse_CFLAGS = $(hakmem_test_cflags)
 tests_test_large_reuse_LDFLAGS = $(hakmem_test_ldflags)

@@ -39,7 +39,6 @@ void free_aligned_sized(void *ptr, size_t alignment, size_t size);
 #define SMALL_CLASS_SIZE 128
 #define MID_SIZE 5000   /* M8: 5 KiB, 12 to a 64 KiB span */
 #define L25_SIZE 100000 /* L6: 112 KiB, a span of its own */
-#define L25_CLASS_BYTES (112 * KiB)
 #define L25_CLASS_SIZE (112 * KiB)
 #define LARGE_SIZE (2 * MiB)
 #define SUPERSLAB_SIZE (2 * MiB)
@@ -209,32 +208,6 @@ static void interior_free_of(char *block, size_t offset)
 static void interior_free(size_t size, size_t offset)
 {
     interior_free_of(must_malloc(size), offset);
-}
-
-/* An L25 block at its span's colour (front/thread_heap.h): its span's
- * start, which the program never had, though its offset passes free's
- * block-start test. */
-static void free_l25_span_start(void)
-{
-    char *block = must_malloc(L25_SIZE);
-    uintptr_t colour = (uintptr_t)block % PAGE_SIZE_4K;
-    if (colour == 0)
-        _exit(EXIT_HARD_ERROR); /* L25_SIZE leaves room for any colour */
-    interior_free_of(block - colour, 0);
-}
-
-/* The span of a block that had its colour, handed out again at its start
- * for a request of its whole class (no room for the colour): a pointer at
- * the colour is inside that block. */
-static void interior_l25_at_colour(void)
-{
-    char *block = must_malloc(L25_SIZE);
-    uintptr_t colour = (uintptr_t)block % PAGE_SIZE_4K;
-    free(block);
-    char *whole = must_malloc(L25_CLASS_BYTES);
-    if (colour == 0 || whole != block - colour)
-        _exit(EXIT_HARD_ERROR); /* the freed span, the cache's newest */
-    interior_free_of(whole, colour);
 }
 
 /* Level 0's fast path checks nothing, but its slow paths refuse what
@@ -417,25 +390,17 @@ static void links(int want_plain)
 }
 
 /* Whether block shows either word of the free list it came from. */
-#define WRITTEN_BYTE 0x5a
-
-/* Whether block's first two words hold anything but zero or the program's
- * own bytes (an L25 block at its colour keeps them: hakmem's free-list
- * words lie at its span's start, before it). */
 static bool shows_free_list(const void *block)
 {
     const uintptr_t *words = fault_ptr((void *)block);
-    uintptr_t written;
-    memset(&written, WRITTEN_BYTE, sizeof(written));
-    return (words[0] != 0 && words[0] != written) || (words[1] != 0 && words[1] != written);
+    return words[0] != 0 || words[1] != 0;
 }
 
 /* No block handed out shows its free-list words: its link would give the
  * key away (the key XOR the address the next malloc returns), plain it
  * gives addresses.  Blocks fresh from their slab or span, then the same
  * blocks again from the cache, with posix_memalign's among them, in small,
- * Mid and L25 classes; each is written whole before it is freed, with a
- * byte no free-list word is made of. */
+ * Mid and L25 classes; each is written whole before it is freed. */
 static void handed_out_clean(void)
 {
     static const size_t sizes[] = {16, 64, SMALL_SIZE, 1024, MID_SIZE, 32 * KiB, L25_SIZE};
@@ -451,7 +416,7 @@ static void handed_out_clean(void)
                 if (block == NULL && (block = malloc(opaque_size(sizes[s]))) == NULL)
                     _exit(EXIT_HARD_ERROR);
                 shown += shows_free_list(block);
-                memset(block, WRITTEN_BYTE, sizes[s]);
+                memset(block, 0x5a, sizes[s]);
                 blocks[i] = block;
             }
             for (int i = 0; i < BLOCKS; i++)
@@ -668,10 +633,6 @@ static void run_case(const char *name)
         interior_free(L25_SIZE, 48);
     } else if (!strcmp(name, "interior_l25_page")) {
         interior_free(L25_SIZE, 2 * PAGE_SIZE_4K);
-    } else if (!strcmp(name, "free_l25_span_start")) {
-        free_l25_span_start();
-    } else if (!strcmp(name, "interior_l25_at_colour")) {
-        interior_l25_at_colour();
     } else if (!strcmp(name, "interior_large")) {
         interior_free(LARGE_SIZE, PAGE_SIZE_4K);
     } else if (!strcmp(name, "interior_aligned_small")) {
@@ -824,8 +785,6 @@ static const struct misuse_case cases[] = {
     {"interior_l25", "1", SIGABRT, "free of a pointer inside a block:", "class L6"},
     {"interior_l25_page", "1", SIGABRT, "free of a pointer inside a block:", "class L6"},
     {"interior_l25_page", "0", SIGABRT, "free of a pointer inside a block:", "class L6"},
-    {"free_l25_span_start", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
-    {"interior_l25_at_colour", "1", SIGABRT, "free of a pointer inside a block:", "class L6"},
     {"interior_large", "1", SIGABRT, "free of a pointer inside a block:", "large block"},
     {"never_superslab_header", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"never_small_uncarved", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},

@@ -103,31 +103,6 @@ static inline void hak_block_tag_free(void *block)
     ((uintptr_t *)block)[1] = hak_link_keys.free_tag;
 }
 
-/* An L25 block handed out at its colour (front/thread_heap.h) leaves its
- * span's first two words to hakmem, which marks them: a link that decodes
- * as corrupted, so that no list could hold it, and the free tag, so that a
- * free of the span's start, which the program never had, is refused as a
- * double free is (its offset passes free's block-start test).  A free of
- * the block at its colour goes back as the span's start only where the
- * mark is, and an interior pointer that lies at the colour of a block
- * handed out at its span's start is refused. */
-static inline uintptr_t hak_block_coloured_mark(void)
-{
-    return hak_link_keys.link ^ (hak_link_keys.free_tag | 15);
-}
-
-static inline void hak_block_mark_coloured(void *span)
-{
-    ((uintptr_t *)span)[0] = hak_block_coloured_mark();
-    ((uintptr_t *)span)[1] = hak_link_keys.free_tag;
-}
-
-static inline bool hak_block_marked_coloured(const void *span)
-{
-    return ((const uintptr_t *)span)[0] == hak_block_coloured_mark() &&
-           ((const uintptr_t *)span)[1] == hak_link_keys.free_tag;
-}
-
 /* A block handed out keeps neither word of the free list: its tag would
  * make a free of it a double free, and its link, which the program can read
  * before it writes the block, would give the key away (the key XOR the

@@ -61,31 +61,6 @@ static inline uint32_t hak_class_align(unsigned cls)
 #define HAK_FIRST_COLOUR_CLASS (HAK_FIRST_MID + 12)
 #define HAK_COLOUR_CLASSES 8
 
-/* Where an L25 block that malloc, calloc or realloc hands out starts in its
- * span's first page, where the request fits past it (hak_heap_at_colour):
- * one of HAK_L25_COLOURS cache lines from HAK_L25_COLOUR_LOW bytes on, the
- * span's own, picked by its page number, so that a span gives its block
- * the same place each time it hands it out.  An L25 span is exactly its
- * block and starts a page, and a program that writes its block a page
- * apart (bench/l25's byte per page) wrote the first bytes of each page,
- * which a Sapphire Rapids Xeon writes slowly (arena/large.c, colour_for);
- * and the first lines of all the blocks shared a few cache sets.  The span
- * keeps its start for everything but the program: the cache, the slabs'
- * lists, the free-list words and the backends.  The page number is mixed
- * (Fibonacci hashing) before the modulo: spans of 24, 48, 96 or 192 pages
- * in a row, a multiple of 3 as 57 is, took 19 of the colours. */
-#define HAK_L25_COLOUR_LOW 256
-#define HAK_L25_COLOURS 57
-_Static_assert(HAK_L25_COLOUR_LOW + (HAK_L25_COLOURS - 1) * HAK_CACHE_LINE <= HAK_PAGE_SIZE - 256,
-               "a coloured L25 block starts 256 B or more before its page's end");
-
-static inline uint32_t hak_l25_colour(const void *span)
-{
-    uint64_t page = (uintptr_t)span >> HAK_PAGE_SHIFT;
-    uint32_t mixed = (uint32_t)((page * 0x9E3779B97F4A7C15u) >> 32);
-    return HAK_L25_COLOUR_LOW + mixed % HAK_L25_COLOURS * HAK_CACHE_LINE;
-}
-
 /* The smallest class whose blocks hold need bytes, need <= HAK_L25_MAX,
  * and are aligned to align, a power of two up to a page.  A class's blocks
  * are aligned to the largest power of two dividing its size, up to a page,

@@ -341,34 +341,6 @@ HAK_NOIPA void hak_heap_free_invalid(void *block, struct hak_slab *slab)
     hak_fatal("free of a misaligned pointer:", block);
 }
 
-/* The start of slab's span where block is its L25 block handed out at its
- * colour, the span's mark cleared, for its tag is no free one; else block. */
-static void *unmark_coloured(struct hak_slab *slab, void *block)
-{
-    void *start = hak_heap_uncoloured(slab, block);
-    if (start != block)
-        hak_block_clear_free_words(start);
-    return start;
-}
-
-void hak_heap_free_coloured(void *block, struct hak_slab *slab)
-{
-    slab = given_or_own_slab(slab, block);
-    void *start = unmark_coloured(slab, block);
-    if (start != block) {
-        if (hak_harden.level) /* its page told free the thread's node */
-            hak_heap_free_mine(&hak_tls, true, slab->cls, start, slab, hak_heap_free_invalid);
-        else
-            hak_heap_free_plain(slab, slab->cls, start);
-        return;
-    }
-    if (hak_heap_at_span_colour(slab, block) && hak_block_tagged_free(slab->start))
-        hak_fatal_double_free(block, slab->cls); /* named as the program has it */
-    if (slab->kind == HAK_SLAB_L25 && block == slab->start && hak_block_marked_coloured(block))
-        hak_fatal("free of a pointer hakmem never handed out:", block);
-    hak_heap_free_invalid(block, slab);
-}
-
 /* ---- slow paths ---- */
 
 static uint32_t cache_limit(unsigned cls)
@@ -1214,7 +1186,7 @@ void *hak_heap_alloc_zeroed(size_t size, size_t cls)
     int saved_errno = errno;
     void *block = cached_list(heap, cls);
     if (block) {
-        block = hak_heap_at_colour(hak_heap_pop(heap->thread, cls, block), cls, size);
+        block = hak_heap_pop(heap->thread, cls, block);
         memset(block, 0, size);
         return block;
     }
@@ -1230,12 +1202,7 @@ void *hak_heap_alloc_zeroed(size_t size, size_t cls)
         dirty = SIZE_MAX;
     }
     if (block) {
-        /* The span's first dirty bytes may not be zero: those of the block. */
-        char *coloured = hak_heap_at_colour(block, cls, size);
-        size_t colour = (size_t)(coloured - (char *)block);
-        if (dirty > colour)
-            memset(coloured, 0, dirty - colour < size ? dirty - colour : size);
-        block = coloured;
+        memset(block, 0, dirty < size ? dirty : size);
         errno = saved_errno;
     }
     return block;
@@ -1412,7 +1379,6 @@ static void send_home(struct hak_heap *heap, struct hak_slab *slab, void *block)
 void hak_heap_free_other(void *block, struct hak_slab *slab)
 {
     slab = given_or_own_slab(slab, block);
-    block = unmark_coloured(slab, block);
     if (slab->kind == HAK_SLAB_NODE_BLOCK) {
         hak_node_block_free(slab, block);
         return;

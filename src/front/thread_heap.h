@@ -18,7 +18,6 @@
 #include "../arena/slab.h"
 #include "../block/block_link.h"
 #include "../block/size_class.h"
-#include "../harden.h"
 
 extern __thread struct hak_thread hak_tls __attribute__((tls_model("initial-exec"))) HAK_SHARED;
 
@@ -59,11 +58,6 @@ void *hak_heap_alloc_zeroed(size_t size, size_t cls);
 void hak_heap_flush(void *block, size_t cls, struct hak_slab *slab);
 /* The same for level 0, whose fast path tests nothing. */
 void hak_heap_flush_plain(void *block, size_t cls, struct hak_slab *slab);
-/* A free that the block-start test of an arena page's block refused, at
- * either level: an L25 block handed out at its colour goes back as its
- * span's start (hak_heap_uncoloured); any other pointer is
- * hak_heap_free_invalid's to name. */
-void hak_heap_free_coloured(void *block, struct hak_slab *slab);
 /* A free the cache cannot take: another node's block, a thread without a
  * heap yet, or a pointer that is not a live block (checked here). */
 void hak_heap_free_other(void *block, struct hak_slab *slab);
@@ -105,38 +99,6 @@ void hak_heap_thread_exit(void *heap);
  * glibc may unmap the other threads' TLS, which the registry reads (struct
  * hak_thread).  Their cached blocks and slabs stay theirs. */
 void hak_heap_forget_other_threads(void);
-
-/* What malloc, calloc and realloc hand out for size bytes from span, the
- * block of L25 class cls (or NULL): span at its colour (hak_l25_colour)
- * where size fits past it.  Not in checked mode, whose canary, memcheck
- * records and guard pages go by the span's start.  Aligned allocation
- * takes span itself, page-aligned. */
-static inline void *hak_heap_at_colour(void *span, size_t cls, size_t size)
-{
-    if (!span || hak_harden.checked)
-        return span;
-    uint32_t colour = hak_l25_colour(span);
-    if (size > hak_class_size[cls] - colour)
-        return span;
-    hak_block_mark_coloured(span);
-    return (char *)span + colour;
-}
-
-/* Whether block lies at the colour of slab's span, an L25 one. */
-static inline bool hak_heap_at_span_colour(const struct hak_slab *slab, const void *block)
-{
-    return slab->kind == HAK_SLAB_L25 && !hak_harden.checked &&
-           (const char *)block == slab->start + hak_l25_colour(slab->start);
-}
-
-/* The start of slab's span where block is the span's L25 block, handed
- * out at its colour and live (hak_block_mark_coloured); else block. */
-static inline void *hak_heap_uncoloured(const struct hak_slab *slab, void *block)
-{
-    if (hak_heap_at_span_colour(slab, block) && hak_block_marked_coloured(slab->start))
-        return slab->start;
-    return block;
-}
 
 /* Whether offset, a pointer's distance from the slab's start, is a
  * multiple of the block size (a multiply by the class's magic number,
@@ -346,8 +308,7 @@ static inline void hak_heap_free(struct hak_slab *slab, size_t cls, void *block,
 /* The same for a block of an arena chunk, from its page's entry
  * (struct hak_page_info), with no load of its slab: the slow paths look the slab
  * up, and so does the flush, which also refuses a block past those the
- * slab has carved in its last carved page.  An L25 block handed out at its
- * colour fails the block-start test, and goes back from the slow path. */
+ * slab has carved in its last carved page. */
 static inline void hak_heap_free_in_page(const struct hak_page_info *info, void *block,
                                          uint32_t offset)
 {
@@ -358,14 +319,13 @@ static inline void hak_heap_free_in_page(const struct hak_page_info *info, void 
     }
     size_t cls = info->cls;
     hak_heap_free_mine(self, hak_class_divides(cls, offset), cls, block, NULL,
-                       hak_heap_free_coloured);
+                       hak_heap_free_invalid);
 }
 
 /* Level 0: the same without the checks, the tag and the encoding, but
- * for a pointer into an L25 block past its span's start, whose page maps
- * to the slab as its first does (hak_slab_is_whole_span), where other
- * pages inside a block map to a sentinel that serves none: the block at
- * its colour, or a pointer inside it. */
+ * for a pointer into an L25 block past its start, whose page maps to the
+ * slab as its first does (hak_slab_is_whole_span), where other pages
+ * inside a block map to a sentinel that serves none. */
 static inline void hak_heap_free_plain(struct hak_slab *slab, size_t cls, void *block)
 {
     struct hak_thread *self = hak_my_thread();
@@ -374,7 +334,7 @@ static inline void hak_heap_free_plain(struct hak_slab *slab, size_t cls, void *
         return;
     }
     if (HAK_UNLIKELY(hak_slab_is_whole_span(slab) && block != slab->start)) {
-        hak_heap_free_coloured(block, slab);
+        hak_heap_free_invalid(block, slab);
         return;
     }
     void **slot = hak_heap_head_slot(self, cls);
