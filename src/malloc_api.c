@@ -311,9 +311,10 @@ static void *keep_or_move(void *ptr, size_t size, size_t old)
 /* Whether a slab of a fast-route chunk (never in checked mode) serves
  * ptr's block, by its page's entry in the page map, as free finds the
  * slab, and *usable, its bytes, where it does.  Any other pointer (a large
- * block, a routed chunk's, a page where no block starts, memory hakmem
- * does not own) takes the long way, through the chunk's head and the
- * slab. */
+ * block, a routed chunk's, a page where no block starts, one off a block's
+ * start in an arena chunk, memory hakmem does not own) takes the long way,
+ * through the chunk's head and the slab.  Like free, it does not read the
+ * chunk's head, and so does not see one overwritten. */
 static inline bool page_block_usable(void *ptr, size_t *usable)
 {
     uintptr_t entry = hak_page_map_entry(ptr);
@@ -338,15 +339,19 @@ static inline bool page_block_usable(void *ptr, size_t *usable)
 }
 
 /* The same for realloc, from the thread's part of the SuperSlab region
- * first, as free does.  The long way cost bench/phases, whose reallocs
- * are of 1-4 KiB blocks, 5% of its time in owner_of and usable_size, on
- * three loads that missed the cache one after the other. */
+ * first, as free does: the page's byte holds the class below the owner's
+ * tag, which an adopter rewrites meanwhile (hak_heap_free_in_region).  The
+ * long way cost bench/phases, whose reallocs are of 1-4 KiB blocks, 5% of
+ * its time in owner_of and usable_size, on three loads that missed the
+ * cache one after the other. */
 static inline bool slab_block_usable(void *ptr, size_t *usable)
 {
     struct hak_thread *self = hak_my_thread();
     uintptr_t part_offset;
     if (hak_heap_region_find(self, ptr, &part_offset)) {
-        unsigned cls = self->page_table[part_offset >> HAK_PAGE_SHIFT] & HAK_PAGE_CLASS_MASK;
+        unsigned cls =
+            __atomic_load_n(&self->page_table[part_offset >> HAK_PAGE_SHIFT], __ATOMIC_RELAXED) &
+            HAK_PAGE_CLASS_MASK;
         if (cls >= HAK_SMALL_CLASSES) /* a page where no block starts */
             return false;
         *usable = hak_class_size[cls];
@@ -364,8 +369,8 @@ static HAK_NOINLINE void *realloc_block(void *ptr, size_t size)
     }
     if (size > PTRDIFF_MAX)
         return fail_nomem();
-    size_t old;
-    if (!hak_harden.checked && slab_block_usable(ptr, &old))
+    size_t old; /* only fast-route chunks have entries it reads: at level 1 */
+    if (hak_harden.route == HAK_ROUTE_FAST && slab_block_usable(ptr, &old))
         return keep_or_move(ptr, size, old);
     struct hak_chunk_head *chunk = owner_of(ptr);
     if (!chunk)
@@ -391,11 +396,17 @@ static HAK_NOINLINE void *realloc_block(void *ptr, size_t size)
 /* realloc(NULL, n), a growing array's first, jumps to malloc's path
  * before realloc_block saves its registers (8 instructions each way; in
  * bench/phases, which starts 110k of its 197k reallocs from NULL, 1.55M
- * fewer in all). */
+ * fewer in all), and so does a slab block that stays where it is, with no
+ * call and no stack frame (bench/realloc_inplace: 4 registers saved and
+ * restored, and a call, in each). */
 HAK_API void *hak_realloc(void *ptr, size_t size)
 {
     if (!ptr)
         return alloc(size);
+    size_t old;
+    if (HAK_LIKELY(hak_harden.route == HAK_ROUTE_FAST) && slab_block_usable(ptr, &old) &&
+        size <= old && size > old / 2)
+        return ptr;
     return realloc_block(ptr, size);
 }
 
