@@ -7,7 +7,7 @@
 BENCHMARKS = bench/random_mixed bench/fixed_size bench/xthread bench/mid_large_mt \
 	bench/l25 bench/realloc_grow bench/large_blocks bench/rusage_run bench/startup_threads \
 	bench/batch_free bench/fork_churn bench/larson bench/cxx_churn bench/calloc_tables \
-	bench/aligned bench/mid_batch bench/cache_scratch bench/phases
+	bench/aligned bench/mid_batch bench/cache_scratch bench/phases bench/realloc_inplace
 pkglibexec_PROGRAMS = $(BENCHMARKS)
 
 BENCH_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS) -O2 -fno-builtin-malloc -fno-builtin-free \
@@ -29,6 +29,8 @@ bench_l25_CFLAGS = $(BENCH_CFLAGS)
 bench_l25_LDADD = $(BENCH_LIBS)
 bench_realloc_grow_SOURCES = bench/realloc_grow.c bench/bench_util.h
 bench_realloc_grow_CFLAGS = $(BENCH_CFLAGS)
+bench_realloc_inplace_SOURCES = bench/realloc_inplace.c bench/bench_util.h
+bench_realloc_inplace_CFLAGS = $(BENCH_CFLAGS)
 bench_cache_scratch_SOURCES = bench/cache_scratch.c bench/bench_util.h
 bench_cache_scratch_CFLAGS = $(BENCH_CFLAGS)
 bench_cache_scratch_LDADD = $(BENCH_LIBS)

@@ -91,6 +91,8 @@ check_line realloc_grow 26 rounds=2 max_kb=8192
 check_line realloc_grow 154 rounds=2 max_kb=8192 step=8
 [ "$(field step "$line")" = 8 ] || fail "realloc_grow: step not taken: $line"
 check_line fork_churn 20 forks=20 threads=1
+check_line realloc_inplace 1000 cycles=1000 ws=64
+[ "$(field ws "$line")" = 64 ] || fail "realloc_inplace: ws not taken: $line"
 
 # Four live buffers of 2-3 MiB, every page written: well over 8 MiB resident.
 check_line large_blocks 5 steps=5 live=4 min_mb=2 max_mb=3
