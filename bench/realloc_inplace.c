@@ -1,13 +1,17 @@
 /* realloc_inplace: live small blocks resized within their size, as a
  * program trims and extends its strings and buffers by a few bytes.
  *
- * ws slots each hold a block of a size of its own, 16-1040 B, allocated
+ * ws slots each hold a block of a size of its own, 16-1039 B, allocated
  * and written untimed.  Each cycle draws r and takes slot r % ws: the block
  * is realloc'd to its size less up to an eighth, or back to its size, in
- * turn, and its first byte written; every allocator can keep it in place.
- * What a realloc costs is then finding the block's size: with many slots
- * the blocks' metadata is cold, as a server's strings are (ws=262144 by
- * default, some 140 MB).  ops/s = cycles / time.
+ * turn, and its first byte written.  An allocator that keeps a block whose
+ * size still fits it (hakmem, mimalloc, tcmalloc) then pays for finding
+ * the block's size, with many slots on cold metadata, as a server's
+ * strings are (ws=262144 by default, some 140 MB); glibc and jemalloc move
+ * some of the blocks (jemalloc's classes, four to a doubling, often part
+ * the trimmed size from the full one; glibc splits the trimmed tail off to
+ * its thread cache and copies the block to grow it back).
+ * ops/s = cycles / time.
  */
 #include "bench_util.h"
 

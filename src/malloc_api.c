@@ -267,9 +267,12 @@ static void *keep_exact_size(void *fresh, size_t size)
     return exact;
 }
 
-/* realloc of a block of old usable bytes that was not resized in place:
- * kept where it shrinks by less than half, else moved. */
-static void *keep_or_move(void *ptr, size_t size, size_t old)
+/* realloc of a block of old usable bytes to size, 0 < size <= PTRDIFF_MAX
+ * (a large or checked one that its own resize could not take): the block
+ * itself where size fits and fills more than half of it, else a new one.
+ * Out of line, so that hak_realloc's way for a block that stays needs no
+ * stack frame. */
+static HAK_NOINLINE void *keep_or_move(void *ptr, size_t size, size_t old)
 {
     if (size <= old && size > old / 2 && !hak_harden.checked)
         return ptr;
@@ -338,12 +341,12 @@ static inline bool page_block_usable(void *ptr, size_t *usable)
     return true;
 }
 
-/* The same for realloc, from the thread's part of the SuperSlab region
- * first, as free does: the page's byte holds the class below the owner's
- * tag, which an adopter rewrites meanwhile (hak_heap_free_in_region).  The
- * long way cost bench/phases, whose reallocs are of 1-4 KiB blocks, 5% of
- * its time in owner_of and usable_size, on three loads that missed the
- * cache one after the other. */
+/* The same for realloc, from the thread's node's part of the SuperSlab
+ * region first, as free does: the page's byte holds the class below the
+ * owner's tag, which an adopter rewrites meanwhile
+ * (hak_heap_free_in_region).  The long way cost bench/phases, whose
+ * reallocs are of 1-4 KiB blocks, 5% of its time in owner_of and
+ * usable_size, on three loads that missed the cache one after the other. */
 static inline bool slab_block_usable(void *ptr, size_t *usable)
 {
     struct hak_thread *self = hak_my_thread();
@@ -360,7 +363,8 @@ static inline bool slab_block_usable(void *ptr, size_t *usable)
     return page_block_usable(ptr, usable);
 }
 
-/* realloc of a block hakmem handed out. */
+/* realloc of a block hakmem handed out, the long way: through its chunk's
+ * head. */
 static HAK_NOINLINE void *realloc_block(void *ptr, size_t size)
 {
     if (size == 0) {
@@ -369,9 +373,6 @@ static HAK_NOINLINE void *realloc_block(void *ptr, size_t size)
     }
     if (size > PTRDIFF_MAX)
         return fail_nomem();
-    size_t old; /* only fast-route chunks have entries it reads: at level 1 */
-    if (hak_harden.route == HAK_ROUTE_FAST && slab_block_usable(ptr, &old))
-        return keep_or_move(ptr, size, old);
     struct hak_chunk_head *chunk = owner_of(ptr);
     if (!chunk)
         refuse_foreign("realloc of a pointer hakmem never handed out:", ptr);
@@ -396,17 +397,24 @@ static HAK_NOINLINE void *realloc_block(void *ptr, size_t size)
 /* realloc(NULL, n), a growing array's first, jumps to malloc's path
  * before realloc_block saves its registers (8 instructions each way; in
  * bench/phases, which starts 110k of its 197k reallocs from NULL, 1.55M
- * fewer in all), and so does a slab block that stays where it is, with no
+ * fewer in all), and a slab block that stays where it is returns with no
  * call and no stack frame (bench/realloc_inplace: 4 registers saved and
- * restored, and a call, in each). */
+ * restored, and a call, in each).  Only the fast route's chunks (level 1)
+ * lie in the region or have positive entries: the test of the route
+ * spares the other levels two lookups that would fail. */
 HAK_API void *hak_realloc(void *ptr, size_t size)
 {
     if (!ptr)
         return alloc(size);
     size_t old;
+    /* size - 1 < PTRDIFF_MAX: 0 frees, and past PTRDIFF_MAX fails, the
+     * long way. */
     if (HAK_LIKELY(hak_harden.route == HAK_ROUTE_FAST) && slab_block_usable(ptr, &old) &&
-        size <= old && size > old / 2)
-        return ptr;
+        size - 1 < PTRDIFF_MAX) {
+        if (size <= old && size > old / 2)
+            return ptr;
+        return keep_or_move(ptr, size, old);
+    }
     return realloc_block(ptr, size);
 }
 
