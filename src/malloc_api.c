@@ -267,8 +267,8 @@ static void *keep_exact_size(void *fresh, size_t size)
     return exact;
 }
 
-/* realloc of a block of old usable bytes to size, 0 < size <= PTRDIFF_MAX
- * (a large or checked one that its own resize could not take): the block
+/* realloc of a block of old usable bytes to size, 0 < size <= PTRDIFF_MAX,
+ * that no resize in place of a large or checked block took: the block
  * itself where size fits and fills more than half of it, else a new one.
  * Out of line, so that hak_realloc's way for a block that stays needs no
  * stack frame. */
