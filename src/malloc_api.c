@@ -400,8 +400,8 @@ static HAK_NOINLINE void *realloc_block(void *ptr, size_t size)
  * fewer in all), and a slab block that stays where it is returns with no
  * call and no stack frame (bench/realloc_inplace: 4 registers saved and
  * restored, and a call, in each).  Only the fast route's chunks (level 1)
- * lie in the region or have positive entries: the test of the route
- * spares the other levels two lookups that would fail. */
+ * lie in the region or have positive entries: the other levels and
+ * checked mode take the long way. */
 HAK_API void *hak_realloc(void *ptr, size_t size)
 {
     if (!ptr)
@@ -409,8 +409,7 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
     size_t old;
     /* size - 1 < PTRDIFF_MAX: 0 frees, and past PTRDIFF_MAX fails, the
      * long way. */
-    if (HAK_LIKELY(hak_harden.route == HAK_ROUTE_FAST) && slab_block_usable(ptr, &old) &&
-        size - 1 < PTRDIFF_MAX) {
+    if (slab_block_usable(ptr, &old) && size - 1 < PTRDIFF_MAX) {
         if (size <= old && size > old / 2)
             return ptr;
         return keep_or_move(ptr, size, old);
@@ -547,9 +546,12 @@ static HAK_NOINLINE size_t usable_size_of_any(void *ptr)
 HAK_API size_t hak_malloc_usable_size(void *ptr)
 {
     /* Programs that count their memory ask this at every malloc and free
-     * (Redis's zmalloc), so it goes with no call and no stack frame. */
+     * (Redis's zmalloc), so it goes with no call and no stack frame, and
+     * for the thread's node's small blocks by the region, one load where
+     * the page map took three (262144 live blocks of 16-1039 B asked in
+     * random order: 1.2 times the calls a second). */
     size_t usable;
-    return HAK_LIKELY(page_block_usable(ptr, &usable)) ? usable : usable_size_of_any(ptr);
+    return HAK_LIKELY(slab_block_usable(ptr, &usable)) ? usable : usable_size_of_any(ptr);
 }
 
 /* The dense index hakmem uses for an OS node id, or -1. */
