@@ -312,14 +312,27 @@ static HAK_NOINLINE void *keep_or_move(void *ptr, size_t size, size_t old)
 }
 
 /* Whether a slab of a fast-route chunk (never in checked mode) serves
- * ptr's block, by its page's entry in the page map, as free finds the
- * slab, and *usable, its bytes, where it does.  Any other pointer (a large
- * block, a routed chunk's, a page where no block starts, one off a block's
- * start in an arena chunk, memory hakmem does not own) takes the long way,
- * through the chunk's head and the slab.  Like free, it does not read the
+ * ptr's block, found as free finds the slab, and *usable, its bytes, where
+ * it does: by its page's byte in the thread's node's part of the SuperSlab
+ * region (the class, below the owner's tag), else by its page's entry in
+ * the page map.  Any other pointer (a large block, a routed chunk's, a
+ * page where no block starts, one off a block's start in an arena chunk,
+ * memory hakmem does not own) takes the long way, through the chunk's head
+ * and the slab, which cost bench/phases, whose reallocs are of 1-4 KiB
+ * blocks, 5% of its time in owner_of and usable_size, on three loads that
+ * missed the cache one after the other.  Like free, it does not read the
  * chunk's head, and so does not see one overwritten. */
-static inline bool page_block_usable(void *ptr, size_t *usable)
+static inline bool slab_block_usable(void *ptr, size_t *usable)
 {
+    struct hak_thread *self = hak_my_thread();
+    uintptr_t part_offset;
+    if (hak_heap_region_find(self, ptr, &part_offset)) {
+        unsigned cls = hak_heap_region_page_byte(self, part_offset) & HAK_PAGE_CLASS_MASK;
+        if (cls >= HAK_SMALL_CLASSES) /* a page where no block starts */
+            return false;
+        *usable = hak_class_size[cls];
+        return true;
+    }
     uintptr_t entry = hak_page_map_entry(ptr);
     if (HAK_UNLIKELY((intptr_t)entry <= 0))
         return false;
@@ -339,28 +352,6 @@ static inline bool page_block_usable(void *ptr, size_t *usable)
         return false;
     *usable = hak_class_size[cls];
     return true;
-}
-
-/* The same for realloc, from the thread's node's part of the SuperSlab
- * region first, as free does: the page's byte holds the class below the
- * owner's tag, which an adopter rewrites meanwhile
- * (hak_heap_free_in_region).  The long way cost bench/phases, whose
- * reallocs are of 1-4 KiB blocks, 5% of its time in owner_of and
- * usable_size, on three loads that missed the cache one after the other. */
-static inline bool slab_block_usable(void *ptr, size_t *usable)
-{
-    struct hak_thread *self = hak_my_thread();
-    uintptr_t part_offset;
-    if (hak_heap_region_find(self, ptr, &part_offset)) {
-        unsigned cls =
-            __atomic_load_n(&self->page_table[part_offset >> HAK_PAGE_SHIFT], __ATOMIC_RELAXED) &
-            HAK_PAGE_CLASS_MASK;
-        if (cls >= HAK_SMALL_CLASSES) /* a page where no block starts */
-            return false;
-        *usable = hak_class_size[cls];
-        return true;
-    }
-    return page_block_usable(ptr, usable);
 }
 
 /* realloc of a block hakmem handed out, the long way: through its chunk's
@@ -549,7 +540,7 @@ HAK_API size_t hak_malloc_usable_size(void *ptr)
      * (Redis's zmalloc), so it goes with no call and no stack frame, and
      * for the thread's node's small blocks by the region, one load where
      * the page map took three (262144 live blocks of 16-1039 B asked in
-     * random order: 1.2 times the calls a second). */
+     * random order: 1.5 times the calls a second). */
     size_t usable;
     return HAK_LIKELY(slab_block_usable(ptr, &usable)) ? usable : usable_size_of_any(ptr);
 }

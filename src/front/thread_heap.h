@@ -263,6 +263,15 @@ static inline bool hak_heap_region_find(const struct hak_thread *self, const voi
     return *offset < self->region_used;
 }
 
+/* The byte of the page at part_offset (hak_heap_region_find's) in the
+ * part's page table (arena/superslab.h): its slab's class, and above it the
+ * page tag of the heap that owns the slab, which an adopter rewrites while
+ * other threads read it (hak_slab_adopt). */
+static inline size_t hak_heap_region_page_byte(const struct hak_thread *self, uintptr_t part_offset)
+{
+    return __atomic_load_n(&self->page_table[part_offset >> HAK_PAGE_SHIFT], __ATOMIC_RELAXED);
+}
+
 /* The free of a block hak_heap_region_find found, whose slab is of the
  * thread's node: no test of the node, and no load of the slab.
  * part_offset: hak_heap_region_find's, whose page's byte in the part's
@@ -276,9 +285,7 @@ static inline bool hak_heap_region_find(const struct hak_thread *self, const voi
 static inline void hak_heap_free_in_region(struct hak_thread *self, void *block,
                                            uintptr_t part_offset)
 {
-    size_t byte =
-        __atomic_load_n(&self->page_table[part_offset >> HAK_PAGE_SHIFT], __ATOMIC_RELAXED);
-    size_t cls = byte ^ self->page_tag;
+    size_t cls = hak_heap_region_page_byte(self, part_offset) ^ self->page_tag;
     hak_heap_free_mine(
         self, hak_magic_divides(&self->small_divide_magic[cls], hak_superslab_block_offset(block)),
         cls, block, NULL, hak_heap_free_unowned);
