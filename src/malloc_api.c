@@ -31,16 +31,33 @@ static void *fail_nomem(void)
  * grows without copies (hak_large_resize): from 64 KiB a block of 32 KiB
  * or more that grows by half or more at once (a vector that doubles: from
  * 256 KiB, it was copied into each class on the way, 512 KiB a buffer, a
- * third of realloc_grow's time), from 256 KiB one that grows by less,
- * which moved_request gives room to grow in place.  A smaller block that
+ * third of realloc_grow's time), and one that grows by less while the
+ * thread's node holds few large blocks (hak_large_few_live); from 256 KiB
+ * one that grows by less, however many there are, which moved_request
+ * gives room to grow in place.  A buffer grown by an eighth at a time
+ * (CPython's lists) was copied into every L25 class up to 256 KiB on its
+ * way, 0.75 of the 0.87 MiB a round of realloc_eighths copied; but many
+ * such buffers each took a mapping of their own, more than the large
+ * cache keeps: 2000 grown to 80 KiB in turn ran at 0.54 times the speed,
+ * every one mapped and unmapped, twice the faults.  A smaller block that
  * jumps past 64 KiB at once is no such vector: moved to a mapping of its
  * own, it faulted all its pages in, and its free unmapped them
  * (bench/phases big_every=8, blocks of 1-4 KiB made 40-200 KiB: 645k
  * faults in 20 rounds, 8.0M ops/s); in an L25 class it reuses the pages of
  * the blocks freed before it. */
 #define REALLOC_LARGE_FROM (HAK_L25_MAX / 4)
-#define REALLOC_DOUBLING_LARGE_FROM (HAK_L25_MAX / 16)
-#define REALLOC_DOUBLING_FROM (REALLOC_DOUBLING_LARGE_FROM / 2)
+#define REALLOC_LARGE_EARLY_FROM (HAK_L25_MAX / 16)
+#define REALLOC_GROWING_FROM (REALLOC_LARGE_EARLY_FROM / 2)
+
+/* Whether realloc moves a block of old usable bytes that is to hold size
+ * to a large mapping (see above). */
+static bool grows_into_large(size_t old, size_t size)
+{
+    if (size <= old || old < REALLOC_GROWING_FROM || size <= REALLOC_LARGE_EARLY_FROM)
+        return false;
+    return size >= old + old / 2 || size > REALLOC_LARGE_FROM ||
+           hak_large_few_live(hak_tls.heap->node);
+}
 
 /* The bytes realloc asks for when it moves a block of old usable bytes
  * that is to hold size.  A block that grows by less than half, over 1 KiB,
@@ -279,8 +296,7 @@ static HAK_NOINLINE void *keep_or_move(void *ptr, size_t size, size_t old)
     /* A block that keeps growing becomes a large one early, from which on
      * it grows without being copied (hak_large_resize). */
     size_t request = moved_request(old, size);
-    size_t large_from = size >= old + old / 2 ? REALLOC_DOUBLING_LARGE_FROM : REALLOC_LARGE_FROM;
-    bool to_large = size > old && size > large_from && old >= REALLOC_DOUBLING_FROM;
+    bool to_large = grows_into_large(old, size);
     void *fresh = NULL;
     size_t asked = 0; /* the bytes fresh was handed out for */
     /* Where an attempt may fail before one succeeds (the large path, the

@@ -7,6 +7,11 @@
  * now.  Growing by a few bytes at a time moves it at most twice per
  * doubling.  A buffer that stops growing at a power of two (Redis's 8 KiB
  * list nodes) ends in a block of that size, not one half as big again.
+ * A buffer grown by eighths becomes a large block before 80 KiB while the
+ * program holds few large blocks, and from there grows to 1 MiB without
+ * moving (it was copied into every L25 class up to 256 KiB); while it
+ * holds many, each would take a mapping of its own, and the buffer stays
+ * in the L25 classes up to 128 KiB at least.
  * The contents survive every move.  Run
  * with HAKMEM_HARDEN=2 it holds checked mode to the same counts: a block it
  * moves keeps its size exact for the canary, with the room behind it
@@ -14,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include <malloc.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,6 +79,71 @@ static size_t usable_after_growth(size_t step, size_t limit)
     return usable;
 }
 
+/* Grows a block by eighths from 1 KiB to 1 MiB; returns its moves from
+ * 80 KiB on, and in *large_at_128k whether mallinfo2 counted it a large
+ * block once it held 128 KiB. */
+static int moves_past_80k(bool *large_at_128k)
+{
+    size_t hblks = mallinfo2().hblks;
+    size_t size = 1 * KiB;
+    unsigned char *block = malloc(opaque_size(size));
+    if (block == NULL) {
+        hard_error("malloc(1 KiB) failed");
+    }
+    block[0] = 0x3c;
+    int moves = 0;
+    *large_at_128k = false;
+    while (size < 1 * MiB) {
+        size_t old = size;
+        size += size / 8;
+        unsigned char *grown = realloc(block, opaque_size(size));
+        if (grown == NULL) {
+            hard_error("realloc(%zu) failed", size);
+        }
+        moves += grown != block && old >= 80 * KiB;
+        block = grown;
+        block[size - 1] = 0x3c;
+        if (old < 128 * KiB && size >= 128 * KiB) {
+            *large_at_128k = mallinfo2().hblks > hblks;
+        }
+    }
+    CHECK(block[0] == 0x3c, "growing to %zu bytes lost the first byte", size);
+    free(block);
+    return moves;
+}
+
+static void grow_into_large(void)
+{
+    bool large;
+    int moves = moves_past_80k(&large);
+    printf("by eighths from 80 KiB to 1 MiB, no large blocks live: %d moves, %s at 128 KiB\n",
+           moves, large ? "large" : "not large");
+    /* Level 2 keeps a checked block's mapping, which its guard page ends:
+     * the block moves to room half as big again, two moves a doubling. */
+    const char *level = getenv("HAKMEM_HARDEN");
+    bool checked = level != NULL && !strcmp(level, "2");
+    CHECK(large, "a buffer grown by eighths was no large block at 128 KiB");
+    CHECK(moves == 0 || (checked && moves <= 10),
+          "a buffer grown by eighths from 80 KiB to 1 MiB moved %d times", moves);
+
+    enum { MANY = 32 };
+    void *held[MANY];
+    for (int i = 0; i < MANY; i++) {
+        held[i] = malloc(opaque_size(2 * MiB));
+        if (held[i] == NULL) {
+            hard_error("malloc(2 MiB) failed");
+        }
+    }
+    moves = moves_past_80k(&large);
+    printf("the same with %d large blocks live: %d moves, %s at 128 KiB\n", MANY, moves,
+           large ? "large" : "not large");
+    CHECK(!large, "with %d large blocks live, a buffer grown by eighths was a large one at 128 KiB",
+          MANY);
+    for (int i = 0; i < MANY; i++) {
+        free(held[i]);
+    }
+}
+
 int main(void)
 {
     int steps;
@@ -91,5 +162,6 @@ int main(void)
               "a block grown by %zu bytes at a time up to 8 KiB ended in %zu usable bytes", step,
               usable);
     }
+    grow_into_large();
     return test_result("test_realloc_growth");
 }

@@ -17,6 +17,10 @@
 #include "shared_pool.h"
 
 #define CACHE_SLOTS 32
+/* Live blocks a node has few of (hak_large_few_live): a quarter of what
+ * its cache keeps, so that their mappings, freed and asked for again in
+ * turn, find room there. */
+#define FEW_LIVE (CACHE_SLOTS / 4)
 /* However big the program's large blocks, a node keeps at most this much of
  * them mapped for reuse. */
 #define CACHE_CAP ((size_t)1 << 30)
@@ -50,6 +54,7 @@ struct large_cache {
     size_t missed_growth; /* atomic: the budget's growth from misses */
     uint64_t peak_ms;     /* when peak last decayed */
     size_t live;          /* atomic: bytes mapped by the node's live blocks */
+    unsigned live_blocks; /* atomic: the node's live blocks */
     size_t peak;          /* atomic: their recent peak */
     unsigned coloured;    /* atomic: mappings coloured, whose count picks the next colour */
     bool written;         /* atomic: the block last looked at was mostly resident */
@@ -382,6 +387,7 @@ static void count_live(const struct hak_large *large, int64_t sign)
     hak_stat_gauge(HAK_STAT_LARGE_LIVE_MAPPED, sign * (int64_t)large->head.map_size);
     hak_stat_gauge(HAK_STAT_LARGE_LIVE_USABLE, sign * (int64_t)large->usable);
     struct large_cache *cache = &caches[large->head.node];
+    __atomic_add_fetch(&cache->live_blocks, (unsigned)sign, __ATOMIC_RELAXED);
     size_t live = __atomic_add_fetch(&cache->live, (size_t)(sign * (int64_t)large->head.map_size),
                                      __ATOMIC_RELAXED);
     if (sign > 0 && live > __atomic_load_n(&cache->peak, __ATOMIC_RELAXED))
@@ -1136,6 +1142,11 @@ void *hak_large_resize(struct hak_large *large, size_t size)
     count_pages(large, large->requested, size);
     large->requested = size;
     return hak_large_block(large);
+}
+
+bool hak_large_few_live(unsigned node)
+{
+    return __atomic_load_n(&caches[node].live_blocks, __ATOMIC_RELAXED) < FEW_LIVE;
 }
 
 size_t hak_large_cached(unsigned node, uint64_t *count)

@@ -1,7 +1,7 @@
 /* Blocks above 1 MiB, big alignments, and blocks realloc grows past 256 KiB,
- * or past 64 KiB by half or more at once (so that they grow on without
- * copies): one mapping each, its head on the
- * first page.  Freed mappings are kept per node for reuse, split,
+ * or past 64 KiB by half or more at once or while the node holds few large
+ * blocks (so that they grow on without copies): one mapping each, its head
+ * on the first page.  Freed mappings are kept per node for reuse, split,
  * coalesced and moved between blocks (large.c), since faulting big blocks in
  * again is what makes them slow. */
 #ifndef HAK_LARGE_H
@@ -19,6 +19,10 @@ void hak_large_free(struct hak_large *large, void *ptr);
 /* The block resized to size without copying it: in place, or grown by
  * moving its pages to a bigger mapping; NULL when it cannot be. */
 void *hak_large_resize(struct hak_large *large, size_t size);
+/* Whether node's live large blocks are few, fewer than its cache has room
+ * for: realloc then makes a buffer that grows a little at a time large
+ * early (malloc_api.c). */
+bool hak_large_few_live(unsigned node);
 /* The bytes of the freed mappings node keeps for reuse (mallinfo); adds
  * their number to count. */
 size_t hak_large_cached(unsigned node, uint64_t *count);
