@@ -60,7 +60,7 @@ static void fork_prepare(void)
     hak_os_stdio_list_lock();
     hak_numa_count_lock();
     hak_fork_locks.nodes = hak_numa_node_count();
-    hak_heap_registry_lock();
+    hak_heap_hold_for_fork();
     hak_abandoned_lock();
     hak_shared_pool_lock_all(hak_fork_locks.nodes);
     hak_hot_span_lock_all(hak_fork_locks.nodes);
@@ -83,7 +83,7 @@ static void release_locks(void)
     hak_hot_span_unlock_all(hak_fork_locks.nodes);
     hak_shared_pool_unlock_all(hak_fork_locks.nodes);
     hak_abandoned_unlock();
-    hak_heap_registry_unlock();
+    hak_heap_release_after_fork();
     hak_numa_count_unlock();
 }
 

@@ -507,7 +507,9 @@ struct hak_heap {
  * malloc compares *cpu_word, which the kernel rewrites whenever it moves the
  * thread to another CPU (rseq), with cpu, what it read there when it last
  * made sure that the caches hold blocks of the thread's node; on one node,
- * or without rseq, cpu_word points at a constant that always matches.
+ * or without rseq, cpu_word points at a constant that always matches.  A
+ * fork sets cpu to a value no CPU has, so that the thread's next malloc
+ * waits for the fork to end (front/thread_heap.c, wait_for_fork).
  *
  * Other threads read room[] and allocs[] (stats, mallinfo) through
  * heap->thread while the heap is registered. */

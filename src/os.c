@@ -870,6 +870,17 @@ uint64_t hak_os_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+bool hak_os_lock_within(pthread_mutex_t *mutex, unsigned ms)
+{
+    /* pthread_mutex_timedlock's deadline is on the realtime clock. */
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    uint64_t ns = (uint64_t)deadline.tv_nsec + (uint64_t)ms * 1000000;
+    deadline.tv_sec += (time_t)(ns / 1000000000);
+    deadline.tv_nsec = (long)(ns % 1000000000);
+    return pthread_mutex_timedlock(mutex, &deadline) == 0;
+}
+
 uint64_t hak_os_thread_minor_faults(void)
 {
     struct rusage usage;

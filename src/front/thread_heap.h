@@ -373,7 +373,10 @@ struct hak_heap_usage {
 };
 void hak_heap_usage(struct hak_heap_usage *usage);
 
-void hak_heap_registry_lock(void);
-void hak_heap_registry_unlock(void);
+/* fork's prepare handler: holds the heap registry, and sends the other
+ * threads' next malloc to wait for the fork to end (thread_heap.c,
+ * wait_for_fork); its parent and child handlers let them go. */
+void hak_heap_hold_for_fork(void);
+void hak_heap_release_after_fork(void);
 
 #endif

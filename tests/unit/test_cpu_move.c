@@ -1,10 +1,20 @@
 /* A thread the kernel moved to another CPU leaves malloc's fast path at
  * its next malloc (thread_heap.h): the refill records the CPU and, the node
  * being the same, hands out the block the cache would have, keeping the
- * cache.  The test plays the kernel through a CPU word of its own. */
+ * cache.  The test plays the kernel through a CPU word of its own.
+ *
+ * fork's prepare handler sends the other threads through the same door:
+ * while it holds hakmem's locks, another thread's next malloc waits for the
+ * fork to end, but not for good (it waits a second at most), and the forking thread's own mallocs,
+ * a refill among them, go on. The test plays fork through its handlers' calls. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
 #include "block/size_class.h"
 #include "front/thread_heap.h"
 #include "hakmem.h"
+#include "os.h"
 #include "unit.h"
 
 enum { SIZE = 64 };
@@ -24,6 +34,80 @@ static void *checked_malloc(void)
     if (!block)
         hard_error("malloc(%d) failed", SIZE);
     return block;
+}
+
+static _Atomic int worker_step;
+static _Atomic uint64_t worker_done_us;
+
+static void sleep_ms(long ms)
+{
+    struct timespec pause = {ms / 1000, (ms % 1000) * 1000000};
+    while (nanosleep(&pause, &pause) != 0)
+        ;
+}
+
+/* A malloc to have a heap, then, once let go, one more, whose end it
+ * records; twice. */
+static void *fork_worker(void *unused)
+{
+    (void)unused;
+    hak_free(checked_malloc());
+    for (int round = 1; round <= 2; round++) {
+        atomic_store(&worker_step, 2 * round - 1);
+        while (atomic_load(&worker_step) != 2 * round)
+            sched_yield();
+        hak_free(checked_malloc());
+        atomic_store(&worker_done_us, hak_os_now_us());
+    }
+    return NULL;
+}
+
+static void let_worker_malloc(int round)
+{
+    while (atomic_load(&worker_step) != 2 * round - 1)
+        sched_yield();
+    atomic_store(&worker_done_us, 0);
+    atomic_store(&worker_step, 2 * round);
+}
+
+static void fork_holds_other_mallocs(void)
+{
+    pthread_t worker;
+    if (pthread_create(&worker, NULL, fork_worker, NULL) != 0)
+        hard_error("pthread_create failed");
+
+    /* A fork that lasts 50 ms. */
+    while (atomic_load(&worker_step) != 1)
+        sched_yield();
+    hak_heap_hold_for_fork();
+    let_worker_malloc(1);
+    /* A class this thread never asked for: its malloc refills. */
+    uint64_t asked_us = hak_os_now_us();
+    void *own = hak_malloc(3000);
+    uint64_t own_us = hak_os_now_us() - asked_us;
+    CHECK(own != NULL && own_us < 500000,
+          "the forking thread's malloc during the fork failed or waited (%llu us)",
+          (unsigned long long)own_us);
+    hak_free(own);
+    sleep_ms(50);
+    CHECK(atomic_load(&worker_done_us) == 0,
+          "another thread's malloc returned within 50 ms of a fork, before its end");
+    hak_heap_release_after_fork();
+    while (atomic_load(&worker_step) != 3)
+        sched_yield();
+
+    /* One that never ends lets it go on. */
+    hak_heap_hold_for_fork();
+    uint64_t held_us = hak_os_now_us();
+    let_worker_malloc(2);
+    for (int waited = 0; waited < 3000 && atomic_load(&worker_done_us) == 0; waited += 10)
+        sleep_ms(10);
+    uint64_t done_us = atomic_load(&worker_done_us);
+    CHECK(done_us != 0, "another thread's malloc still waited 3 s into a fork");
+    printf("a fork that never ended held another thread's malloc for %llu ms\n",
+           (unsigned long long)(done_us ? (done_us - held_us) / 1000 : 0));
+    hak_heap_release_after_fork();
+    pthread_join(worker, NULL);
 }
 
 int main(void)
@@ -51,5 +135,6 @@ int main(void)
     CHECK(hak_tls.node == node, "a move within the node changed the thread's node");
     CHECK(refills(cls) == refills_before, "a move within the node counted as a refill");
     hak_free(block);
+    fork_holds_other_mallocs();
     return test_result("test_cpu_move");
 }
