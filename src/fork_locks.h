@@ -27,6 +27,12 @@ struct hak_fork_locks {
     /* Written by every fork's prepare handler, the same answer in all,
      * which a C library may run for two forks at once. */
     _Atomic bool held;
+    /* From the prepare handler's hold of the heap registry to the parent's
+     * or the child's handler: the other threads' mallocs wait for the fork
+     * meanwhile (front/thread_heap.c, wait_for_fork).  Here, where fork
+     * writes anyway: on a page of its own it cost a copy-on-write fault per
+     * fork in the parent and in the child. */
+    _Atomic bool forking;
     struct hak_lock numa_count, heap_registry, abandoned, meta, superslab_region, page_map,
         os_reservation;
     struct hak_node_locks node[HAK_MAX_NODES];

@@ -872,13 +872,21 @@ uint64_t hak_os_now_ms(void)
 
 bool hak_os_lock_within(pthread_mutex_t *mutex, unsigned ms)
 {
-    /* pthread_mutex_timedlock's deadline is on the realtime clock. */
+#if HAVE_PTHREAD_MUTEX_CLOCKLOCK
+    clockid_t clock = CLOCK_MONOTONIC;
+#else
+    clockid_t clock = CLOCK_REALTIME; /* pthread_mutex_timedlock's */
+#endif
     struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
+    clock_gettime(clock, &deadline);
     uint64_t ns = (uint64_t)deadline.tv_nsec + (uint64_t)ms * 1000000;
     deadline.tv_sec += (time_t)(ns / 1000000000);
     deadline.tv_nsec = (long)(ns % 1000000000);
+#if HAVE_PTHREAD_MUTEX_CLOCKLOCK
+    return pthread_mutex_clocklock(mutex, clock, &deadline) == 0;
+#else
     return pthread_mutex_timedlock(mutex, &deadline) == 0;
+#endif
 }
 
 uint64_t hak_os_thread_minor_faults(void)

@@ -211,7 +211,7 @@ static inline bool hak_os_aged(uint64_t now, uint64_t then, uint64_t age_ms)
 unsigned hak_os_pid(void);
 /* Lets another thread run, while waiting for one that holds no lock. */
 void hak_os_yield(void);
-/* Waits up to ms milliseconds for mutex, asleep; whether it got it. */
+/* Takes mutex, waiting for it up to ms milliseconds; whether it got it. */
 bool hak_os_lock_within(pthread_mutex_t *mutex, unsigned ms);
 /* Precise, for timing rare events. */
 uint64_t hak_os_now_us(void);

@@ -13,8 +13,9 @@
  * holds many, each would take a mapping of its own, and the buffer stays
  * in the L25 classes up to 128 KiB at least.
  * The contents survive every move.  Run
- * with HAKMEM_HARDEN=2 it holds checked mode to the same counts: a block it
- * moves keeps its size exact for the canary, with the room behind it
+ * with HAKMEM_HARDEN=2 it holds checked mode to the same counts, but for
+ * the large block's, which moves at the end of each mapping there: a block
+ * it moves keeps its size exact for the canary, with the room behind it
  * (test_realloc_checked compares the levels in the suite).
  */
 #define _GNU_SOURCE

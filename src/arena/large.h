@@ -19,9 +19,9 @@ void hak_large_free(struct hak_large *large, void *ptr);
 /* The block resized to size without copying it: in place, or grown by
  * moving its pages to a bigger mapping; NULL when it cannot be. */
 void *hak_large_resize(struct hak_large *large, size_t size);
-/* Whether node's live large blocks are few, fewer than its cache has room
- * for: realloc then makes a buffer that grows a little at a time large
- * early (malloc_api.c). */
+/* Whether node's live large blocks are few, fewer than a quarter of the
+ * mappings its cache keeps: realloc then makes a buffer that grows a little
+ * at a time large early (malloc_api.c). */
 bool hak_large_few_live(unsigned node);
 /* The bytes of the freed mappings node keeps for reuse (mallinfo); adds
  * their number to count. */

@@ -24,8 +24,9 @@
 #include "../block/canary.h"
 #include "quarantine.h"
 
-/* What cpu_word points at where no move needs a look: it always matches
- * hak_tls.cpu, read from it. */
+/* What cpu_word points at where no move needs a look: it matches
+ * hak_tls.cpu, read from it, but after a fork marked the thread
+ * (FORK_CPU). */
 static const int32_t unwatched_cpu;
 
 __thread struct hak_thread hak_tls __attribute__((tls_model("initial-exec"))) = {
@@ -821,20 +822,22 @@ static void move_to_node(struct hak_heap *heap, unsigned node);
  * 314-353 forks a second, jemalloc's 383-418, and 398-426 with the wait.
  * No test on the fast paths: the fork makes the threads' CPUs read as
  * moved (FORK_CPU), and malloc's test of the CPU sends them here.  The
- * forking thread itself never waits (forking_here), and no thread longer
- * than FORK_WAIT_MS: one may hold a lock that fork takes after its
- * handlers (the dynamic loader's, where hwloc allocates inside dlopen).
- * frees go on: they take no lock and test no CPU. */
+ * forking thread itself never waits (forking_here), and no thread waits
+ * here longer than HAK_FORK_WAIT_MS: one may hold a lock that fork takes
+ * after its handlers and allocate meanwhile (glibc's NSS database lock,
+ * read by fork, is held while nsswitch.conf is loaded again).  A malloc
+ * that needs a lock fork holds (a new thread's first, a refill from the
+ * backends, a large block) waits for it as before, as does a free that
+ * does; the others go on. */
 #define FORK_CPU (-1)
-#define FORK_WAIT_MS 1000
-static _Atomic bool forking;
 static __thread bool forking_here __attribute__((tls_model("initial-exec")));
 
 static void wait_for_fork(void)
 {
-    if (HAK_LIKELY(!atomic_load_explicit(&forking, memory_order_relaxed)) || forking_here)
+    if (HAK_LIKELY(!atomic_load_explicit(&hak_fork_locks.forking, memory_order_acquire)) ||
+        forking_here)
         return;
-    if (hak_os_lock_within(&hak_fork_locks.heap_registry.mutex, FORK_WAIT_MS))
+    if (hak_os_lock_within(&hak_fork_locks.heap_registry.mutex, HAK_FORK_WAIT_MS))
         pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
 }
 
@@ -1821,10 +1824,12 @@ void hak_heap_hold_for_fork(void)
 {
     pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
     forking_here = true;
-    atomic_store_explicit(&forking, true, memory_order_relaxed);
-    /* Read by its owner with no atomic load: a stale read lets that
-     * thread's next malloc run on, as it did before, or sends it to the
-     * refill after the fork, where it reads its CPU again. */
+    atomic_store_explicit(&hak_fork_locks.forking, true, memory_order_release);
+    /* Read by its owner with no atomic load, and written by it in
+     * follow_cpu: a stale read, or the owner's write of its CPU over this
+     * one, lets that thread's mallocs run on through the fork, as they did
+     * before; one that reads it after the fork goes to the refill, which
+     * reads the CPU again. */
     struct hak_heap *own = hak_tls.heap;
     for (struct hak_heap *heap = registry.live; heap; heap = heap->next_live)
         if (heap != own)
@@ -1833,7 +1838,7 @@ void hak_heap_hold_for_fork(void)
 
 void hak_heap_release_after_fork(void)
 {
-    atomic_store_explicit(&forking, false, memory_order_relaxed);
+    atomic_store_explicit(&hak_fork_locks.forking, false, memory_order_relaxed);
     forking_here = false;
     pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
 }

@@ -374,8 +374,10 @@ struct hak_heap_usage {
 void hak_heap_usage(struct hak_heap_usage *usage);
 
 /* fork's prepare handler: holds the heap registry, and sends the other
- * threads' next malloc to wait for the fork to end (thread_heap.c,
- * wait_for_fork); its parent and child handlers let them go. */
+ * threads' next malloc to wait for the fork to end, HAK_FORK_WAIT_MS at
+ * most (thread_heap.c, wait_for_fork); its parent and child handlers let
+ * them go. */
+#define HAK_FORK_WAIT_MS 200
 void hak_heap_hold_for_fork(void);
 void hak_heap_release_after_fork(void);
 

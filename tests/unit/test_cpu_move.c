@@ -5,8 +5,9 @@
  *
  * fork's prepare handler sends the other threads through the same door:
  * while it holds hakmem's locks, another thread's next malloc waits for the
- * fork to end, but not for good (it waits a second at most), and the forking thread's own mallocs,
- * a refill among them, go on. The test plays fork through its handlers' calls. */
+ * fork to end, but not for good (HAK_FORK_WAIT_MS at most), and the forking
+ * thread's own mallocs, a refill among them, go on.  The test plays fork
+ * through its handlers' calls. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -37,7 +38,7 @@ static void *checked_malloc(void)
 }
 
 static _Atomic int worker_step;
-static _Atomic uint64_t worker_done_us;
+static _Atomic uint64_t worker_asked_us, worker_done_us;
 
 static void sleep_ms(long ms)
 {
@@ -46,8 +47,8 @@ static void sleep_ms(long ms)
         ;
 }
 
-/* A malloc to have a heap, then, once let go, one more, whose end it
- * records; twice. */
+/* A malloc to have a heap, then, once let go, one more, whose start and
+ * end it records; twice. */
 static void *fork_worker(void *unused)
 {
     (void)unused;
@@ -56,6 +57,7 @@ static void *fork_worker(void *unused)
         atomic_store(&worker_step, 2 * round - 1);
         while (atomic_load(&worker_step) != 2 * round)
             sched_yield();
+        atomic_store(&worker_asked_us, hak_os_now_us());
         hak_free(checked_malloc());
         atomic_store(&worker_done_us, hak_os_now_us());
     }
@@ -66,6 +68,7 @@ static void let_worker_malloc(int round)
 {
     while (atomic_load(&worker_step) != 2 * round - 1)
         sched_yield();
+    atomic_store(&worker_asked_us, 0);
     atomic_store(&worker_done_us, 0);
     atomic_store(&worker_step, 2 * round);
 }
@@ -75,37 +78,48 @@ static void fork_holds_other_mallocs(void)
     pthread_t worker;
     if (pthread_create(&worker, NULL, fork_worker, NULL) != 0)
         hard_error("pthread_create failed");
+    /* A class this thread never asked for: its malloc during the fork
+     * refills. */
+    enum { OWN_SIZE = 3000 };
+    unsigned own_cls = hak_class_of(OWN_SIZE);
+    uint64_t own_refills = refills(own_cls);
 
-    /* A fork that lasts 50 ms. */
+    /* A fork that lasts 20 ms: the worker's malloc returns after its end,
+     * or, where this thread was held up, after waiting most of the bound. */
     while (atomic_load(&worker_step) != 1)
         sched_yield();
     hak_heap_hold_for_fork();
     let_worker_malloc(1);
-    /* A class this thread never asked for: its malloc refills. */
     uint64_t asked_us = hak_os_now_us();
-    void *own = hak_malloc(3000);
+    void *own = hak_malloc(OWN_SIZE);
     uint64_t own_us = hak_os_now_us() - asked_us;
-    CHECK(own != NULL && own_us < 500000,
+    CHECK(own != NULL && own_us < HAK_FORK_WAIT_MS * 1000 / 2,
           "the forking thread's malloc during the fork failed or waited (%llu us)",
           (unsigned long long)own_us);
     hak_free(own);
-    sleep_ms(50);
-    CHECK(atomic_load(&worker_done_us) == 0,
-          "another thread's malloc returned within 50 ms of a fork, before its end");
+    while (atomic_load(&worker_asked_us) == 0)
+        sched_yield();
+    sleep_ms(20);
+    uint64_t released_us = hak_os_now_us();
     hak_heap_release_after_fork();
     while (atomic_load(&worker_step) != 3)
         sched_yield();
+    uint64_t waited_us = atomic_load(&worker_done_us) - atomic_load(&worker_asked_us);
+    CHECK(atomic_load(&worker_done_us) >= released_us || waited_us >= HAK_FORK_WAIT_MS * 1000 / 2,
+          "another thread's malloc returned during the fork, after %llu us",
+          (unsigned long long)waited_us);
+    CHECK(refills(own_cls) > own_refills,
+          "the forking thread's malloc of %d B took no refill: the test tested nothing", OWN_SIZE);
 
     /* One that never ends lets it go on. */
     hak_heap_hold_for_fork();
-    uint64_t held_us = hak_os_now_us();
     let_worker_malloc(2);
     for (int waited = 0; waited < 3000 && atomic_load(&worker_done_us) == 0; waited += 10)
         sleep_ms(10);
     uint64_t done_us = atomic_load(&worker_done_us);
     CHECK(done_us != 0, "another thread's malloc still waited 3 s into a fork");
     printf("a fork that never ended held another thread's malloc for %llu ms\n",
-           (unsigned long long)(done_us ? (done_us - held_us) / 1000 : 0));
+           (unsigned long long)(done_us ? (done_us - atomic_load(&worker_asked_us)) / 1000 : 0));
     hak_heap_release_after_fork();
     pthread_join(worker, NULL);
 }
