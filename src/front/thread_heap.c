@@ -819,7 +819,8 @@ static void move_to_node(struct hak_heap *heap, unsigned node);
  * process, and the kernel then interrupted each such CPU to flush its TLB
  * for every batch of the parent's pages fork write-protected:
  * bench/fork_churn (two threads allocating as the main thread forks) ran
- * 314-353 forks a second, jemalloc's 383-418, and 398-426 with the wait.
+ * 291-325 forks a second, jemalloc's 410-441, and 439-487 with the wait
+ * (7 alternating runs).
  * No test on the fast paths: the fork makes the threads' CPUs read as
  * moved (FORK_CPU), and malloc's test of the CPU sends them here.  The
  * forking thread itself never waits (forking_here), and no thread waits
