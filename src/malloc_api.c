@@ -70,24 +70,13 @@ static bool grows_into_large(size_t old, size_t size)
  * the power of two size fits, though: buffers that stop growing there
  * (Redis's list nodes, 8 KiB, grown by each push) ended in blocks of 10
  * and 12 KiB, and redis-benchmark's LPUSH peaked at 77.2 MB, against
- * 70.0 then (mimalloc 69.7).  A block that grows by a quarter or less gets
- * that power of two whole: one move a doubling, not two (by eighths from
- * 1 KiB to 70 KiB, 50000 buffers: 0.146 s against 0.219, two threads to
- * 48 KiB 0.122 s against 0.298; glibc 0.026 and 0.048, growing them in
- * place), where a block that jumps by up to half is more likely a new size
- * than a buffer growing on (bench/phases reallocs its blocks to random
- * sizes: peak RSS 67.8 MB against 66.8 with the power of two for those
- * too, 67.0 without; only below 32 KiB, the buffers to 48 KiB took 0.244
- * s).  Checked mode (see keep_exact_size) keeps half as much again: it
- * moves a block its size fills no more than half of, which a power of two
- * often left so. */
+ * 70.0 now (mimalloc 69.7); one move more per doubling for the buffers
+ * that grow on.  Checked mode too (keep_exact_size). */
 static size_t moved_request(size_t old, size_t size)
 {
     if (size <= old || size <= HAK_SMALL_MAX || size >= old + old / 2)
         return size;
     size_t power_of_two = (size_t)1 << (64 - __builtin_clzll(size - 1));
-    if (size <= old + old / 4 && !hak_harden.checked)
-        return power_of_two;
     return old + old / 2 < power_of_two ? old + old / 2 : power_of_two;
 }
 
