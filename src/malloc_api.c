@@ -33,8 +33,8 @@ static void *fail_nomem(void)
  * 256 KiB, it was copied into each class on the way, 512 KiB a buffer, a
  * third of realloc_grow's time), and one that grows by less while the
  * thread's node holds few large blocks (hak_large_few_live); from 256 KiB
- * one that grows by less, however many there are, which moved_request
- * gives room to grow in place.  A buffer grown by an eighth at a time
+ * one that grows by less, however many there are, whose mapping then grows
+ * by half at least at each step (hak_large_resize).  A buffer grown by an eighth at a time
  * (CPython's lists) was copied into every L25 class up to 256 KiB on its
  * way, 0.75 of the 0.87 MiB a round of realloc_eighths copied; but many
  * such buffers each took a mapping of their own, more than the large

@@ -49,8 +49,8 @@ run()
 }
 
 for level in 0 2; do
-    for test in test_api test_large_split test_threads test_remote_free test_thread_churn test_fork \
-        test_fork_in_handler test_foreign test_calloc; do
+    for test in test_api test_large_split test_realloc_growth test_threads test_remote_free \
+        test_thread_churn test_fork test_fork_in_handler test_foreign test_calloc; do
         run "$level" "$builddir/tests/$test"
     done
     run "$level" "$builddir/tests/reliability/larson"
