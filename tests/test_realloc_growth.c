@@ -16,7 +16,8 @@
  * with HAKMEM_HARDEN=2 it holds checked mode to the same counts, but for
  * the large block's, which moves at the end of each mapping there: a block
  * it moves keeps its size exact for the canary, with the room behind it
- * (test_realloc_checked compares the levels in the suite).
+ * (test_harden_levels runs it at levels 0 and 2, and test_realloc_checked
+ * compares the levels).
  */
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -120,8 +121,8 @@ static void grow_into_large(void)
     printf("by eighths from 80 KiB to 1 MiB, no large blocks live: %d moves, %s at 128 KiB\n",
            moves, large ? "large" : "not large");
     /* Level 2 keeps a checked block's mapping, which its guard page ends:
-     * the block moves to room half as big again, two moves a doubling. */
-    /* memcheck checks every block, at any level (src/harden.c). */
+     * the block moves to room half as big again, two moves a doubling.
+     * memcheck checks every block, at any level (src/harden.c). */
     const char *level = getenv("HAKMEM_HARDEN");
     bool checked = under_valgrind() || (level != NULL && !strcmp(level, "2"));
     CHECK(large, "a buffer grown by eighths was no large block at 128 KiB");
