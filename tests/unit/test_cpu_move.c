@@ -10,7 +10,6 @@
  * through its handlers' calls. */
 #include <pthread.h>
 #include <stdatomic.h>
-#include <time.h>
 
 #include "block/size_class.h"
 #include "front/thread_heap.h"
@@ -39,13 +38,6 @@ static void *checked_malloc(void)
 
 static _Atomic int worker_step;
 static _Atomic uint64_t worker_asked_us, worker_done_us;
-
-static void sleep_ms(long ms)
-{
-    struct timespec pause = {ms / 1000, (ms % 1000) * 1000000};
-    while (nanosleep(&pause, &pause) != 0)
-        ;
-}
 
 /* A malloc to have a heap, then, once let go, one more, whose start and
  * end it records; twice. */
@@ -99,7 +91,7 @@ static void fork_holds_other_mallocs(void)
     hak_free(own);
     while (atomic_load(&worker_asked_us) == 0)
         sched_yield();
-    sleep_ms(20);
+    unit_sleep_ms(20);
     uint64_t released_us = hak_os_now_us();
     hak_heap_release_after_fork();
     while (atomic_load(&worker_step) != 3)
@@ -115,7 +107,7 @@ static void fork_holds_other_mallocs(void)
     hak_heap_hold_for_fork();
     let_worker_malloc(2);
     for (int waited = 0; waited < 3000 && atomic_load(&worker_done_us) == 0; waited += 10)
-        sleep_ms(10);
+        unit_sleep_ms(10);
     uint64_t done_us = atomic_load(&worker_done_us);
     CHECK(done_us != 0, "another thread's malloc still waited 3 s into a fork");
     printf("a fork that never ended held another thread's malloc for %llu ms\n",
