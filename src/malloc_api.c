@@ -34,14 +34,15 @@ static void *fail_nomem(void)
  * third of realloc_grow's time), and one that grows by less while the
  * thread's node holds few large blocks (hak_large_few_live); from 256 KiB
  * one that grows by less, however many there are, whose mapping then grows
- * by half at least at each step (hak_large_resize).  A buffer grown by an eighth at a time
- * (CPython's lists) was copied into every L25 class up to 256 KiB on its
- * way, 0.75 of the 0.87 MiB a round of realloc_eighths copied; but many
- * such buffers each took a mapping of their own, more than the large
- * cache keeps: 2000 grown to 80 KiB in turn ran at 0.54 times the speed,
- * every one mapped and unmapped, twice the faults.  A smaller block that
- * jumps past 64 KiB at once is no such vector: moved to a mapping of its
- * own, it faulted all its pages in, and its free unmapped them
+ * by half at least at each step (hak_large_resize).  A buffer grown by an
+ * eighth at a time (CPython's lists) was copied into every L25 class up to
+ * 256 KiB on its way, 0.75 of the 0.87 MiB a round of realloc_eighths
+ * copied; but many such buffers each took a mapping of their own, more
+ * than the large cache keeps: 2000 grown to 80 KiB in turn ran at 0.54
+ * times the speed, every one mapped and unmapped, twice the faults.  A
+ * smaller block that jumps past 64 KiB at once is no such vector: moved
+ * to a mapping of its own, it faulted all its pages in, and its free
+ * unmapped them
  * (bench/phases big_every=8, blocks of 1-4 KiB made 40-200 KiB: 645k
  * faults in 20 rounds, 8.0M ops/s); in an L25 class it reuses the pages of
  * the blocks freed before it. */
@@ -284,14 +285,20 @@ static void *keep_exact_size(void *fresh, size_t size)
     return exact;
 }
 
+/* Whether a block of old usable bytes stays where it is when realloc'd to
+ * size: size fits and fills more than half of it. */
+static inline bool stays_in_place(size_t size, size_t old)
+{
+    return size <= old && size > old / 2;
+}
+
 /* realloc of a block of old usable bytes to size, 0 < size <= PTRDIFF_MAX,
  * that no resize in place of a large or checked block took: the block
- * itself where size fits and fills more than half of it, else a new one.
- * Out of line, so that hak_realloc's way for a block that stays needs no
- * stack frame. */
+ * itself where it stays in place, else a new one.  Out of line, so that
+ * hak_realloc's way for a block that stays needs no stack frame. */
 static HAK_NOINLINE void *keep_or_move(void *ptr, size_t size, size_t old)
 {
-    if (size <= old && size > old / 2 && !hak_harden.checked)
+    if (stays_in_place(size, old) && !hak_harden.checked)
         return ptr;
     /* A block that keeps growing becomes a large one early, from which on
      * it grows without being copied (hak_large_resize). */
@@ -417,7 +424,7 @@ HAK_API void *hak_realloc(void *ptr, size_t size)
     /* size - 1 < PTRDIFF_MAX: 0 frees, and past PTRDIFF_MAX fails, the
      * long way. */
     if (slab_block_usable(ptr, &old) && size - 1 < PTRDIFF_MAX) {
-        if (size <= old && size > old / 2)
+        if (stays_in_place(size, old))
             return ptr;
         return keep_or_move(ptr, size, old);
     }
