@@ -3,9 +3,11 @@
  * that a short process does not touch pages it never uses, doubling with
  * every refill up to the full batch, so that a busy class refills rarely.
  *
- * A slab's free list that fits in half the cache moves into it whole, and
- * the refill reads no block but the one it hands out: the others' pages
- * are made unreadable, and the malloc still succeeds. */
+ * A slab's free list that the cache can hold moves into it whole, and the
+ * refill reads no block but the one it hands out: the others' pages are
+ * made unreadable, and the malloc still succeeds.  So is a list shorter
+ * than the batch, alone: the links of its blocks but the first are made
+ * to fail the check meanwhile. */
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -106,28 +108,23 @@ static uintptr_t page_of(const void *ptr)
     return (uintptr_t)ptr & ~(uintptr_t)(HAK_PAGE_SIZE - 1);
 }
 
-enum { LIST_SIZE = 2048, LIST_MAX_BLOCKS = 64 };
+/* A Mid class of a few blocks a slab, and a small class whose 64 blocks a
+ * slab fill its first cache. */
+enum { LIST_SIZE = 2048, LONG_LIST_SIZE = 1024, LIST_MAX_BLOCKS = 128 };
 
-/* The pages of blocks[1..count) but kept's get prot. */
-static void protect_others(void *const *blocks, uint32_t count, uint32_t kept, int prot)
+/* The pages of blocks[1..count) but the first block's get prot. */
+static void protect_others(void *const *blocks, uint32_t count, int prot)
 {
     for (uint32_t i = 1; i < count; i++)
-        if (i != kept && mprotect((void *)page_of(blocks[i]), HAK_PAGE_SIZE, prot) != 0)
+        if (page_of(blocks[i]) != page_of(blocks[0]) &&
+            mprotect((void *)page_of(blocks[i]), HAK_PAGE_SIZE, prot) != 0)
             hard_error("mprotect failed");
 }
 
-/* In a thread of its own, pinned to its CPU, so that the class starts
- * with a fresh slab and small batches: blocks are allocated until the
- * refills have carved a batch's worth more than the next refill takes,
- * with none cached.  All but one go back to the slab (malloc_trim empties
- * the cache), the first last, so that the slab's free list starts with it;
- * the pages of the others are made unreadable (blocks carved and never
- * handed out lie past them, on the list's end).  A slab that also holds
- * blocks of the thread's start-up (hwloc's, on a machine with several
- * nodes) may not fit the case: then it is skipped, said so. */
-static void *refill_reads_one_block(void *unused)
+/* The calling thread stays on its CPU, so that no malloc leaves for the
+ * refill on a move. */
+static void pin_to_cpu(void)
 {
-    (void)unused;
     cpu_set_t cpu;
     CPU_ZERO(&cpu);
     CPU_SET(sched_getcpu(), &cpu);
@@ -135,19 +132,52 @@ static void *refill_reads_one_block(void *unused)
         hard_error("sched_setaffinity failed");
     void *volatile first = malloc(64); /* the heap, and topology discovery if any, first */
     free(first);
-    void *blocks[LIST_MAX_BLOCKS];
-    unsigned cls = hak_class_of(LIST_SIZE);
+}
+
+/* Blocks of size into blocks[] until the refills have carved at least
+ * least + 1 blocks of the current slab and none is cached; how many. */
+static uint32_t carve_at_least(void **blocks, size_t size, uint32_t least)
+{
+    unsigned cls = hak_class_of(size);
     struct hak_heap *heap = hak_tls.heap;
     uint32_t count = 0;
     uint32_t carved = 0;
-    while (count == 0 || cached(cls) != 0 || carved - 1 < heap->batch[cls] + 1) {
+    while (count == 0 || cached(cls) != 0 || carved - 1 < least) {
         if (count == LIST_MAX_BLOCKS)
-            hard_error("no refill of %d B left the cache empty", LIST_SIZE);
-        if (!(blocks[count++] = malloc(LIST_SIZE)))
-            hard_error("malloc(%d) failed", LIST_SIZE);
+            hard_error("no refill of %zu B left the cache empty", size);
+        if (!(blocks[count++] = malloc(size)))
+            hard_error("malloc(%zu) failed", size);
         struct hak_slab *slab = heap->cur[cls];
         carved = (uint32_t)(slab->carve - slab->start) / slab->block_size;
     }
+    return count;
+}
+
+static uint32_t listed_blocks(const struct hak_slab *slab)
+{
+    return (uint32_t)(slab->carve - slab->start) / slab->block_size - slab->used;
+}
+
+/* In a thread of its own, pinned to its CPU, so that the class starts
+ * with a fresh slab and small batches: blocks are allocated until the
+ * refills have carved more than the batch (over_half: more than half the
+ * cache, of LONG_LIST_SIZE) besides the one block kept, with none cached.  All but that one
+ * go back to the slab (malloc_trim empties the cache), the first last, so
+ * that the slab's free list starts with it; the pages of the others are
+ * made unreadable (blocks carved and never handed out lie past them, on
+ * the list's end).  A slab that also holds blocks of the thread's start-up
+ * (hwloc's, on a machine with several nodes) may not fit the case: then it
+ * is skipped, said so. */
+static void *refill_reads_one_block(void *over_half)
+{
+    pin_to_cpu();
+    void *blocks[LIST_MAX_BLOCKS];
+    size_t size = over_half ? LONG_LIST_SIZE : LIST_SIZE;
+    unsigned cls = hak_class_of(size);
+    struct hak_heap *heap = hak_tls.heap;
+    uint32_t least = over_half ? heap->limit[cls] / 2 + 1 : heap->batch[cls] + 1;
+    uint32_t most = over_half ? heap->limit[cls] : heap->limit[cls] / 2;
+    uint32_t count = carve_at_least(blocks, size, least);
     /* The one kept shares the first block's page, which stays readable. */
     uint32_t kept = 0;
     while (++kept < count && page_of(blocks[kept]) != page_of(blocks[0]))
@@ -159,23 +189,81 @@ static void *refill_reads_one_block(void *unused)
             free(blocks[i]);
     hak_heap_trim();
     struct hak_slab *slab = heap->cur[cls];
-    uint32_t listed = (uint32_t)(slab->carve - slab->start) / slab->block_size - slab->used;
+    uint32_t listed = listed_blocks(slab);
     if (cached(cls) != 0 || slab->free != blocks[0] || listed < heap->batch[cls] + 1 ||
-        listed > heap->limit[cls] / 2) {
+        listed < least || listed > most) {
         printf("  skipped: the slab's free list of %u blocks does not fit the case\n", listed);
         free(blocks[kept]);
         return NULL;
     }
-    protect_others(blocks, count, kept, PROT_NONE);
-    void *again = malloc(LIST_SIZE); /* faults here if the refill walks the list */
-    protect_others(blocks, count, kept, PROT_READ | PROT_WRITE);
+    protect_others(blocks, count, PROT_NONE);
+    void *again = malloc(size); /* faults here if the refill walks the list */
+    protect_others(blocks, count, PROT_READ | PROT_WRITE);
     CHECK(again == blocks[0], "the refill handed out %p, not the list's first block %p", again,
           blocks[0]);
     CHECK(cached(cls) == listed - 1, "the refill cached %u blocks of the %u on the slab's list",
           cached(cls), listed);
-    printf("  a refill took a free list of %u blocks whole, reading one\n", listed);
+    printf("  a refill took a free list of %u blocks whole (cache of %u), reading one\n", listed,
+           heap->limit[cls]);
     free(again);
     free(blocks[kept]);
+    return NULL;
+}
+
+/* In a thread of its own, pinned: once the batches have grown, two blocks
+ * of the current slab go back to it, a list shorter than the batch.  The
+ * refill takes it alone, whole, and hands out its first block: the links
+ * of the others, made to fail the check, are never read. */
+static void *short_list_taken_alone(void *unused)
+{
+    (void)unused;
+    pin_to_cpu();
+    void *blocks[LIST_MAX_BLOCKS];
+    unsigned cls = hak_class_of(LIST_SIZE);
+    struct hak_heap *heap = hak_tls.heap;
+    uint32_t count = carve_at_least(blocks, LIST_SIZE, 16);
+    struct hak_slab *slab = heap->cur[cls];
+    uint32_t returned = 0;
+    for (uint32_t i = 0; i < count && returned < 2; i++)
+        if ((char *)blocks[i] >= slab->start && (char *)blocks[i] < slab->end) {
+            free(blocks[i]);
+            blocks[i] = NULL;
+            returned++;
+        }
+    hak_heap_trim();
+    uint32_t listed = listed_blocks(slab);
+    uint32_t batch = heap->batch[cls];
+    enum { MOST_LISTED = 8 };
+    void *list[MOST_LISTED];
+    uintptr_t links[MOST_LISTED];
+    if (returned != 2 || heap->cur[cls] != slab || cached(cls) != 0 || listed < 2 ||
+        listed > batch || listed > MOST_LISTED) {
+        printf("  skipped: a free list of %u blocks, batches of %u, does not fit the case\n",
+               listed, batch);
+    } else {
+        uint32_t n = 0;
+        for (void *block = slab->free; block; block = hak_link_get(block))
+            list[n++] = block;
+        for (uint32_t i = 1; i < n; i++) {
+            links[i] = *(uintptr_t *)list[i];
+            *(uintptr_t *)list[i] = links[i] ^ 1; /* decodes as corrupted */
+        }
+        void *block = malloc(LIST_SIZE); /* aborts if the refill reads a link of the list */
+        for (uint32_t i = 1; i < n; i++)
+            *(uintptr_t *)list[i] = links[i];
+        CHECK(block == list[0] && cached(cls) == n - 1,
+              "the refill handed out %p, not the list's first %p, and cached %u blocks of its %u",
+              block, list[0], cached(cls), n);
+        uint32_t at = 1;
+        for (void *next = hak_list_or_null(hak_tls.head[cls]); next && at < n;
+             next = hak_link_get(next), at++)
+            CHECK(next == list[at], "the cache's block %u is %p, not the list's %p", at, next,
+                  list[at]);
+        printf("  a refill took a free list of %u blocks whole, batches of %u\n", n, batch);
+        free(block);
+    }
+    for (uint32_t i = 0; i < count; i++)
+        free(blocks[i]);
     return NULL;
 }
 
@@ -231,7 +319,10 @@ int main(void)
     check_batches_fit(128, 2500);
     check_batches_fit(1024, 400);
     unit_thread_run(empty_caches_end_the_list, NULL);
-    if (!hak_harden.checked) /* checked mode refills one block at a time */
+    if (!hak_harden.checked) { /* checked mode refills one block at a time */
         unit_thread_run(refill_reads_one_block, NULL);
+        unit_thread_run(refill_reads_one_block, (void *)1);
+        unit_thread_run(short_list_taken_alone, NULL);
+    }
     return test_result("test_refill");
 }
