@@ -267,6 +267,79 @@ static void *short_list_taken_alone(void *unused)
     return NULL;
 }
 
+enum { LONG_SIZE = 128, LONG_ALLOCATED = 400, LONG_FREED = 300 };
+
+/* In a thread of its own, pinned: LONG_ALLOCATED blocks of LONG_SIZE, of
+ * one slab, then LONG_FREED of them back to it (malloc_trim empties the
+ * cache and gives it its first size), a list longer than the cache.  The
+ * next refill takes it whole, the links of its blocks but the first made
+ * to fail the check meanwhile, the cache lent room for it; the room goes
+ * back at the refill after (flush: false) or at the first flush
+ * (flush: true), which keeps half the cache's own size. */
+static void *long_list_taken_whole(void *flush)
+{
+    pin_to_cpu();
+    static void *blocks[LONG_ALLOCATED];
+    unsigned cls = hak_class_of(LONG_SIZE);
+    struct hak_heap *heap = hak_tls.heap;
+    for (uint32_t i = 0; i < LONG_ALLOCATED; i++)
+        if (!(blocks[i] = malloc(LONG_SIZE)))
+            hard_error("malloc(%d) failed", LONG_SIZE);
+    struct hak_slab *slab = heap->cur[cls];
+    uint32_t returned = 0;
+    for (uint32_t i = 0; i < LONG_ALLOCATED && returned < LONG_FREED; i++)
+        if ((char *)blocks[i] >= slab->start && (char *)blocks[i] < slab->end) {
+            free(blocks[i]);
+            blocks[i] = NULL;
+            returned++;
+        }
+    hak_heap_trim();
+    uint32_t listed = listed_blocks(slab);
+    uint32_t limit = heap->limit[cls];
+    if (returned != LONG_FREED || heap->cur[cls] != slab || cached(cls) != 0 || listed <= limit)
+        hard_error("%u blocks freed to the current slab, a list of %u, a cache of %u holding %u",
+                   returned, listed, limit, cached(cls));
+    static void *list[LONG_ALLOCATED];
+    static uintptr_t links[LONG_ALLOCATED];
+    uint32_t n = 0;
+    for (void *block = slab->free; block; block = hak_link_get(block))
+        list[n++] = block;
+    for (uint32_t i = 1; i < n; i++) {
+        links[i] = *(uintptr_t *)list[i];
+        *(uintptr_t *)list[i] = links[i] ^ 1; /* decodes as corrupted */
+    }
+    void *first = malloc(LONG_SIZE); /* aborts if the refill reads a link of the list */
+    for (uint32_t i = 1; i < n; i++)
+        *(uintptr_t *)list[i] = links[i];
+    CHECK(first == list[0] && cached(cls) == n - 1 && heap->limit[cls] == n,
+          "a refill from a list of %u handed out %p (the list's first: %p), cached %u, the "
+          "cache of %u now %u",
+          n, first, list[0], cached(cls), limit, heap->limit[cls]);
+    if (flush) {
+        free(first); /* the cache is full */
+        CHECK(heap->limit[cls] == limit && cached(cls) == limit / 2,
+              "the flush left a cache of %u (its own %u) holding %u", heap->limit[cls], limit,
+              cached(cls));
+        printf("  a refill took a list of %u whole; the flush after kept %u, the cache %u\n", n,
+               cached(cls), limit);
+    } else {
+        for (uint32_t i = 1; i < n; i++)
+            list[i] = malloc(LONG_SIZE);
+        list[0] = first;
+        void *after = malloc(LONG_SIZE);
+        CHECK(heap->limit[cls] == limit, "the refill after left a cache of %u, its own %u",
+              heap->limit[cls], limit);
+        printf("  a refill took a list of %u whole; the refill after gave the cache its %u\n", n,
+               limit);
+        free(after);
+        for (uint32_t i = 0; i < n; i++)
+            free(list[i]);
+    }
+    for (uint32_t i = 0; i < LONG_ALLOCATED; i++)
+        free(blocks[i]);
+    return NULL;
+}
+
 /* A cache's head is HAK_LIST_END when it holds no block, never NULL:
  * malloc's fast path loads the head's link with no test of the head, and
  * leaves for the refill on the end's link, which decodes as corrupted.  In
@@ -323,6 +396,8 @@ int main(void)
         unit_thread_run(refill_reads_one_block, NULL);
         unit_thread_run(refill_reads_one_block, (void *)1);
         unit_thread_run(short_list_taken_alone, NULL);
+        unit_thread_run(long_list_taken_whole, NULL);
+        unit_thread_run(long_list_taken_whole, (void *)1);
     }
     return test_result("test_refill");
 }
