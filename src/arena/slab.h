@@ -82,6 +82,13 @@ static inline bool hak_slab_starts_carved_block(const struct hak_slab *slab, con
            hak_class_divides(slab->cls, offset);
 }
 
+/* The blocks on slab's free list: of those it carved, the ones neither
+ * handed out nor waiting in its remote list (both counted in used). */
+static inline uint32_t hak_slab_listed(const struct hak_slab *slab)
+{
+    return (uint32_t)(slab->carve - slab->start) / slab->block_size - slab->used;
+}
+
 static inline bool hak_slab_has_free(const struct hak_slab *slab)
 {
     return slab->free || slab->carve + slab->block_size <= slab->end;

@@ -1003,13 +1003,6 @@ static uint32_t take_blocks(struct hak_heap *heap, unsigned cls, struct hak_slab
     return taken;
 }
 
-/* The blocks on slab's free list: of those it carved, the ones not handed
- * out (used). */
-static uint32_t listed_blocks(const struct hak_slab *slab)
-{
-    return (uint32_t)(slab->carve - slab->start) / slab->block_size - slab->used;
-}
-
 /* The whole free list of slab, slab_with_free's, as the cache's blocks,
  * when it holds from least to most blocks: it moves without a read of any
  * block, where take_blocks reads each block's link, a cache miss for every
@@ -1021,7 +1014,7 @@ static uint32_t listed_blocks(const struct hak_slab *slab)
 static uint32_t take_whole_list(struct hak_heap *heap, struct hak_slab *slab, uint32_t least,
                                 uint32_t most, void **head)
 {
-    uint32_t listed = listed_blocks(slab);
+    uint32_t listed = hak_slab_listed(slab);
     if (listed < least || listed > most)
         return 0;
     *head = slab->free;
@@ -1182,8 +1175,8 @@ static void *refill(struct hak_heap *heap, size_t size, unsigned cls)
      * the manner of mimalloc-bench's mstress 1.16). */
     uint32_t carved;
     struct hak_slab *slab = slab_with_free(heap, cls, &carved);
-    if (slab && !carved && hak_class_is_small(cls) && listed_blocks(slab) > heap->limit[cls])
-        lend_room(heap, cls, listed_blocks(slab));
+    if (slab && !carved && hak_class_is_small(cls) && hak_slab_listed(slab) > heap->limit[cls])
+        lend_room(heap, cls, hak_slab_listed(slab));
     uint32_t taken =
         slab ? take_whole_list(heap, slab, carved ? batch + 1 : 1, heap->limit[cls], &block) : 0;
     if (!taken)

@@ -153,11 +153,6 @@ static uint32_t carve_at_least(void **blocks, size_t size, uint32_t least)
     return count;
 }
 
-static uint32_t listed_blocks(const struct hak_slab *slab)
-{
-    return (uint32_t)(slab->carve - slab->start) / slab->block_size - slab->used;
-}
-
 /* In a thread of its own, pinned to its CPU, so that the class starts
  * with a fresh slab and small batches: blocks are allocated until the
  * refills have carved more than the batch (over_half: more than half the
@@ -189,7 +184,7 @@ static void *refill_reads_one_block(void *over_half)
             free(blocks[i]);
     hak_heap_trim();
     struct hak_slab *slab = heap->cur[cls];
-    uint32_t listed = listed_blocks(slab);
+    uint32_t listed = hak_slab_listed(slab);
     if (cached(cls) != 0 || slab->free != blocks[0] || listed < heap->batch[cls] + 1 ||
         listed < least || listed > most) {
         printf("  skipped: the slab's free list of %u blocks does not fit the case\n", listed);
@@ -231,7 +226,7 @@ static void *short_list_taken_alone(void *unused)
             returned++;
         }
     hak_heap_trim();
-    uint32_t listed = listed_blocks(slab);
+    uint32_t listed = hak_slab_listed(slab);
     uint32_t batch = heap->batch[cls];
     enum { MOST_LISTED = 8 };
     void *list[MOST_LISTED];
@@ -294,7 +289,7 @@ static void *long_list_taken_whole(void *flush)
             returned++;
         }
     hak_heap_trim();
-    uint32_t listed = listed_blocks(slab);
+    uint32_t listed = hak_slab_listed(slab);
     uint32_t limit = heap->limit[cls];
     if (returned != LONG_FREED || heap->cur[cls] != slab || cached(cls) != 0 || listed <= limit)
         hard_error("%u blocks freed to the current slab, a list of %u, a cache of %u holding %u",
