@@ -527,6 +527,7 @@ static void flush_cache(struct hak_heap *heap, unsigned cls)
     void *list = cached_list(heap, cls);
     heap->thread->head[cls] = HAK_LIST_END;
     heap->thread->room[cls] = heap->limit[cls];
+    return_lent_room(heap, cls);
     flush_list(heap, list, false);
     if (hak_class_is_small(cls))
         send_foreign(heap, cls, false);
@@ -539,7 +540,6 @@ static void flush_cache(struct hak_heap *heap, unsigned cls)
 static void release_cache(struct hak_heap *heap, unsigned cls)
 {
     flush_cache(heap, cls);
-    return_lent_room(heap, cls);
     set_limit(heap, cls, cache_limit(cls));
     heap->flushed_last[cls] = false;
     /* What the program writes of its blocks is asked again at the next turn. */
@@ -783,11 +783,18 @@ static bool grow(struct hak_heap *heap, unsigned cls)
         set_limit(heap, cls, cache_limit(cls));
         return false;
     }
+    /* From the class's own capacity: room lend_room lent it covers the
+     * growth as far as it goes, and is its own from then on. */
     uint32_t limit = heap->limit[cls];
+    uint32_t own = limit - lent_room(heap, cls);
     uint32_t max = cache_max(cls);
-    if (limit >= max)
+    if (own >= max)
         return false;
-    uint32_t grown = limit * 2 < max ? limit * 2 : max;
+    uint32_t grown = own * 2 < max ? own * 2 : max;
+    if (grown <= limit) {
+        heap->lent[cls] = (uint16_t)(limit - grown);
+        return false; /* no more room than now (room was lent: a small class) */
+    }
     uint64_t extra = (uint64_t)(grown - limit) * hak_class_size[cls];
     if (!hak_class_is_small(cls)) {
         bool checked = sparse_checked(cls);
@@ -800,6 +807,8 @@ static bool grow(struct hak_heap *heap, unsigned cls)
             return false;
     }
     set_limit(heap, cls, grown);
+    if (hak_class_is_small(cls))
+        heap->lent[cls] = 0;
     return true;
 }
 
@@ -1109,23 +1118,34 @@ static struct hak_heap *heap_for_refill(void)
     return heap;
 }
 
+/* The room a refill leaves in a cache of limit blocks, so that the frees
+ * after it find room for half as many before a flush, which would walk
+ * the blocks the refill took and send them back. */
+static uint32_t frees_room(uint32_t limit)
+{
+    return limit / 2;
+}
+
+/* Room in cls's cache, which is empty, for a small class's slab list too
+ * long for the cache to take whole and still leave frees room for half its
+ * size (frees_room), so that refill takes it whole, with that room left:
+ * lent within the thread's bound on its small caches, until the cache is
+ * next empty (refill, flush_cache) or flushes (flush_half).  Lent, not
+ * grown for good as grow does: a grown cache keeps half its capacity at
+ * each flush, and the slabs its blocks sit in cannot go back for other
+ * classes; so grown, xthread's peak RSS was 7.9 MB against 4.7, and
+ * phases_long's 6% higher.  A slab's list is shorter than 2^16 blocks,
+ * of 16 bytes at least (block_link.h). */
 _Static_assert(HAK_SLAB_SIZE / 16 <= UINT16_MAX, "a slab's list fits struct hak_heap's lent");
 
-/* Room in cls's cache, which is empty, for the listed blocks of a small
- * class's slab list longer than the cache, so that refill takes them whole
- * too: within the thread's bound on its small caches, and only until the
- * cache is next empty (refill) or flushes (flush_half), for the cache
- * should not stay so big.  A grown cache keeps half its capacity at each
- * flush, and slabs its blocks sit in cannot go back for other classes:
- * grown for good (grow), until a class went idle, phases_long peaked 6%
- * higher, and xthread at 7.9 MB against 4.7. */
 static void lend_room(struct hak_heap *heap, unsigned cls, uint32_t listed)
 {
-    uint32_t extra = listed - heap->limit[cls];
-    if (heap->small_cache_bytes + (uint64_t)extra * hak_class_size[cls] > CACHE_THREAD_BYTES)
+    uint32_t limit = heap->limit[cls];
+    uint32_t lent = listed - 1 + frees_room(limit) - limit;
+    if (heap->small_cache_bytes + (uint64_t)lent * hak_class_size[cls] > CACHE_THREAD_BYTES)
         return;
-    set_limit(heap, cls, listed);
-    heap->lent[cls] = (uint16_t)extra;
+    set_limit(heap, cls, limit + lent);
+    heap->lent[cls] = (uint16_t)lent;
 }
 
 /* A block of cls for heap, whose cache of cls is empty: the block and a
@@ -1156,29 +1176,36 @@ static void *refill(struct hak_heap *heap, size_t size, unsigned cls)
      * block after the one returned is the next malloc's: a write past the
      * end of a block reaches the link the next malloc checks. */
     void *block = NULL;
-    /* A list of freed blocks that the cache can hold is taken whole, with
-     * no read of its links, however short: its blocks were freed a while
-     * ago, often by another thread, and reading them one after another
-     * waits on a cache miss each, where malloc's pop fetches each next
-     * block while the program works.  xthread ran 1.64 times as fast
-     * (40% of its time had gone to such reads), xmalloc_deep 1.16 times.
-     * A short list walked and taken with the next slabs' blocks, as
-     * before, left xthread at 1.12-1.26; one put behind the blocks taken
-     * next, carved or the next slab's, at 1.21-1.41 and phases at 0.96
-     * (its program wrote blocks carved afresh before the freed ones).
-     * A run just carved is taken whole only from the batch up to the
-     * cache's size, its end found by address, as take_blocks does.  A
-     * longer list is taken whole too where the cache can be lent room for
-     * it (lend_room): the blocks a consumer thread freed, or a thread that
+    /* A list of freed blocks is taken whole, with no read of its links,
+     * however short, where it leaves the cache room for the frees after
+     * (frees_room): its blocks were freed a while ago, often by another
+     * thread, and reading them one after another waits on a cache miss
+     * each, where malloc's pop fetches each next block while the program
+     * works.  xthread ran 1.64 times as fast (40% of its time had gone to
+     * such reads), xmalloc_deep 1.16 times.  A short list walked and
+     * taken with the next slabs' blocks, as before, left xthread at
+     * 1.12-1.26; one put behind the blocks taken next, carved or the next
+     * slab's, at 1.21-1.41 and phases at 0.96 (its program wrote blocks
+     * carved afresh before the freed ones).  A small class's longer list
+     * is taken whole too where the cache can be lent room for it
+     * (lend_room): the blocks a consumer thread freed, or a thread that
      * exited, run to hundreds (xthread 1.49 times as fast again, xmalloc
      * 1.45, at 0.84-0.86 of the peak RSS, 5 alternating runs; a stress in
-     * the manner of mimalloc-bench's mstress 1.16). */
+     * the manner of mimalloc-bench's mstress 1.16).  A run just carved is
+     * taken whole only from the batch up, its end found by address, as
+     * take_blocks does. */
     uint32_t carved;
     struct hak_slab *slab = slab_with_free(heap, cls, &carved);
-    if (slab && !carved && hak_class_is_small(cls) && hak_slab_listed(slab) > heap->limit[cls])
-        lend_room(heap, cls, hak_slab_listed(slab));
-    uint32_t taken =
-        slab ? take_whole_list(heap, slab, carved ? batch + 1 : 1, heap->limit[cls], &block) : 0;
+    uint32_t taken = 0;
+    if (slab) {
+        uint32_t listed = hak_slab_listed(slab);
+        uint32_t most = heap->limit[cls] - frees_room(heap->limit[cls]) + 1;
+        if (!carved && hak_class_is_small(cls) && listed > most) {
+            lend_room(heap, cls, listed);
+            most = heap->limit[cls] - frees_room(heap->limit[cls] - lent_room(heap, cls)) + 1;
+        }
+        taken = take_whole_list(heap, slab, carved ? batch + 1 : 1, most, &block);
+    }
     if (!taken)
         taken = take_blocks(heap, cls, slab, carved, batch + 1, &block);
     if (!taken) {
@@ -1414,12 +1441,14 @@ static uint32_t limit_within_share(const struct hak_heap *heap, unsigned cls)
 
 /* The cache's older half leaves it, in runs (flush_list); the first flush
  * after refills may grow the cache instead, and a Mid or L25 class of a
- * thread past its share shrinks first (limit_within_share). */
+ * thread past its share shrinks first (limit_within_share).  Room lent to
+ * the cache (lend_room) goes back here: it keeps half its own capacity,
+ * grown or not. */
 static void flush_half(struct hak_heap *heap, unsigned cls)
 {
     if (!heap->flushed_last[cls]) {
         heap->flushed_last[cls] = true;
-        if (!lent_room(heap, cls) && grow(heap, cls))
+        if (grow(heap, cls))
             return; /* room for more now */
     }
     /* Idle classes give their blocks back before this one shrinks. */
@@ -1534,7 +1563,7 @@ void hak_heap_free_unowned(void *block, struct hak_slab *slab)
     hak_block_tag_free(block);
     hak_link_set_or_end(block, heap->foreign[cls]);
     heap->foreign[cls] = block;
-    if (++heap->foreign_count[cls] >= (heap->limit[cls] + 1) / 2)
+    if (++heap->foreign_count[cls] >= (heap->limit[cls] - lent_room(heap, cls) + 1) / 2)
         send_foreign(heap, cls, false);
 }
 

@@ -156,13 +156,13 @@ static uint32_t carve_at_least(void **blocks, size_t size, uint32_t least)
 /* In a thread of its own, pinned to its CPU, so that the class starts
  * with a fresh slab and small batches: blocks are allocated until the
  * refills have carved more than the batch (over_half: more than half the
- * cache, of LONG_LIST_SIZE) besides the one block kept, with none cached.  All but that one
- * go back to the slab (malloc_trim empties the cache), the first last, so
- * that the slab's free list starts with it; the pages of the others are
- * made unreadable (blocks carved and never handed out lie past them, on
- * the list's end).  A slab that also holds blocks of the thread's start-up
- * (hwloc's, on a machine with several nodes) may not fit the case: then it
- * is skipped, said so. */
+ * cache, of LONG_LIST_SIZE) besides the one block kept, with none cached.
+ * All but that one go back to the slab (malloc_trim empties the cache),
+ * the first last, so that the slab's free list starts with it; the pages
+ * of the others are made unreadable (blocks carved and never handed out
+ * lie past them, on the list's end).  A slab that also holds blocks of
+ * the thread's start-up (hwloc's, on a machine with several nodes) may not
+ * fit the case: then it is skipped, said so. */
 static void *refill_reads_one_block(void *over_half)
 {
     pin_to_cpu();
@@ -216,6 +216,7 @@ static void *short_list_taken_alone(void *unused)
     void *blocks[LIST_MAX_BLOCKS];
     unsigned cls = hak_class_of(LIST_SIZE);
     struct hak_heap *heap = hak_tls.heap;
+    /* Past the first refills, whose batches are smaller than the list. */
     uint32_t count = carve_at_least(blocks, LIST_SIZE, 16);
     struct hak_slab *slab = heap->cur[cls];
     uint32_t returned = 0;
@@ -268,9 +269,12 @@ enum { LONG_SIZE = 128, LONG_ALLOCATED = 400, LONG_FREED = 300 };
  * one slab, then LONG_FREED of them back to it (malloc_trim empties the
  * cache and gives it its first size), a list longer than the cache.  The
  * next refill takes it whole, the links of its blocks but the first made
- * to fail the check meanwhile, the cache lent room for it; the room goes
- * back at the refill after (flush: false) or at the first flush
- * (flush: true), which keeps half the cache's own size. */
+ * to fail the check meanwhile, the cache lent room for it and for half
+ * its own size more, so that the frees after find room.  The lent room
+ * goes back at the refill after (flush: false); or (flush: true) the
+ * first flush, once those frees have filled the cache, keeps the cache at
+ * twice its own size, as a class that refills and flushes in turn grows,
+ * and half of that cached. */
 static void *long_list_taken_whole(void *flush)
 {
     pin_to_cpu();
@@ -291,6 +295,7 @@ static void *long_list_taken_whole(void *flush)
     hak_heap_trim();
     uint32_t listed = hak_slab_listed(slab);
     uint32_t limit = heap->limit[cls];
+    uint64_t bytes = heap->small_cache_bytes;
     if (returned != LONG_FREED || heap->cur[cls] != slab || cached(cls) != 0 || listed <= limit)
         hard_error("%u blocks freed to the current slab, a list of %u, a cache of %u holding %u",
                    returned, listed, limit, cached(cls));
@@ -306,24 +311,40 @@ static void *long_list_taken_whole(void *flush)
     void *first = malloc(LONG_SIZE); /* aborts if the refill reads a link of the list */
     for (uint32_t i = 1; i < n; i++)
         *(uintptr_t *)list[i] = links[i];
-    CHECK(first == list[0] && cached(cls) == n - 1 && heap->limit[cls] == n,
+    CHECK(first == list[0] && cached(cls) == n - 1 && heap->limit[cls] == n - 1 + limit / 2,
           "a refill from a list of %u handed out %p (the list's first: %p), cached %u, the "
           "cache of %u now %u",
           n, first, list[0], cached(cls), limit, heap->limit[cls]);
     if (flush) {
-        free(first); /* the cache is full */
-        CHECK(heap->limit[cls] == limit && cached(cls) == limit / 2,
-              "the flush left a cache of %u (its own %u) holding %u", heap->limit[cls], limit,
-              cached(cls));
-        printf("  a refill took a list of %u whole; the flush after kept %u, the cache %u\n", n,
-               cached(cls), limit);
+        uint64_t flushes = heap->stats[cls].flushes;
+        free(first);
+        CHECK(heap->stats[cls].flushes == flushes && cached(cls) == n,
+              "a free right after the refill flushed (%llu flushes), the cache holding %u",
+              (unsigned long long)(heap->stats[cls].flushes - flushes), cached(cls));
+        uint32_t freed = 1;
+        for (uint32_t i = 0; i < LONG_ALLOCATED && heap->stats[cls].flushes == flushes; i++)
+            if (blocks[i]) {
+                free(blocks[i]);
+                blocks[i] = NULL;
+                freed++;
+            }
+        CHECK(freed == limit / 2 && heap->limit[cls] == 2 * limit && heap->lent[cls] == 0 &&
+                  cached(cls) == limit,
+              "%u frees after the refill flushed, leaving a cache of %u (its own %u) holding %u, "
+              "%u of it lent",
+              freed, heap->limit[cls], limit, cached(cls), heap->lent[cls]);
+        printf("  a refill took a list of %u whole; %u frees on, the flush grew the cache to %u\n",
+               n, freed, heap->limit[cls]);
     } else {
         for (uint32_t i = 1; i < n; i++)
             list[i] = malloc(LONG_SIZE);
         list[0] = first;
         void *after = malloc(LONG_SIZE);
-        CHECK(heap->limit[cls] == limit, "the refill after left a cache of %u, its own %u",
-              heap->limit[cls], limit);
+        CHECK(heap->limit[cls] == limit && heap->lent[cls] == 0 && heap->small_cache_bytes == bytes,
+              "the refill after left a cache of %u (its own %u), %u lent, %llu bytes of small "
+              "caches (%llu before)",
+              heap->limit[cls], limit, heap->lent[cls], (unsigned long long)heap->small_cache_bytes,
+              (unsigned long long)bytes);
         printf("  a refill took a list of %u whole; the refill after gave the cache its %u\n", n,
                limit);
         free(after);
