@@ -205,6 +205,50 @@ static void *refill_reads_one_block(void *over_half)
     return NULL;
 }
 
+/* Frees up to most of blocks[0..count) that lie in slab, NULL in blocks[]
+ * from then on, and sends them back to it (malloc_trim, which also empties
+ * the caches); how many. */
+static uint32_t return_to_slab(const struct hak_slab *slab, void **blocks, uint32_t count,
+                               uint32_t most)
+{
+    uint32_t returned = 0;
+    for (uint32_t i = 0; i < count && returned < most; i++)
+        if ((char *)blocks[i] >= slab->start && (char *)blocks[i] < slab->end) {
+            free(blocks[i]);
+            blocks[i] = NULL;
+            returned++;
+        }
+    hak_heap_trim();
+    return returned;
+}
+
+enum { MOST_LISTED = 512 };
+
+/* malloc(size), whose refill is to take slab's free list whole, reading
+ * the link of its first block only: the links of the others are made to
+ * fail the check until it returns, so that a refill that walks the list
+ * aborts.  list: the list's blocks, in order, *count of them. */
+static void *malloc_reading_one_link(size_t size, const struct hak_slab *slab, void **list,
+                                     uint32_t *count)
+{
+    static uintptr_t links[MOST_LISTED];
+    uint32_t n = 0;
+    for (void *block = slab->free; block; block = hak_link_get(block)) {
+        if (n == MOST_LISTED)
+            hard_error("a free list of more than %d blocks", MOST_LISTED);
+        list[n++] = block;
+    }
+    for (uint32_t i = 1; i < n; i++) {
+        links[i] = *(uintptr_t *)list[i];
+        *(uintptr_t *)list[i] = links[i] ^ 1; /* decodes as corrupted */
+    }
+    void *block = malloc(size);
+    for (uint32_t i = 1; i < n; i++)
+        *(uintptr_t *)list[i] = links[i];
+    *count = n;
+    return block;
+}
+
 /* In a thread of its own, pinned: once the batches have grown, two blocks
  * of the current slab go back to it, a list shorter than the batch.  The
  * refill takes it alone, whole, and hands out its first block: the links
@@ -219,34 +263,17 @@ static void *short_list_taken_alone(void *unused)
     /* Past the first refills, whose batches are smaller than the list. */
     uint32_t count = carve_at_least(blocks, LIST_SIZE, 16);
     struct hak_slab *slab = heap->cur[cls];
-    uint32_t returned = 0;
-    for (uint32_t i = 0; i < count && returned < 2; i++)
-        if ((char *)blocks[i] >= slab->start && (char *)blocks[i] < slab->end) {
-            free(blocks[i]);
-            blocks[i] = NULL;
-            returned++;
-        }
-    hak_heap_trim();
+    uint32_t returned = return_to_slab(slab, blocks, count, 2);
     uint32_t listed = hak_slab_listed(slab);
     uint32_t batch = heap->batch[cls];
-    enum { MOST_LISTED = 8 };
-    void *list[MOST_LISTED];
-    uintptr_t links[MOST_LISTED];
     if (returned != 2 || heap->cur[cls] != slab || cached(cls) != 0 || listed < 2 ||
-        listed > batch || listed > MOST_LISTED) {
+        listed > batch) {
         printf("  skipped: a free list of %u blocks, batches of %u, does not fit the case\n",
                listed, batch);
     } else {
-        uint32_t n = 0;
-        for (void *block = slab->free; block; block = hak_link_get(block))
-            list[n++] = block;
-        for (uint32_t i = 1; i < n; i++) {
-            links[i] = *(uintptr_t *)list[i];
-            *(uintptr_t *)list[i] = links[i] ^ 1; /* decodes as corrupted */
-        }
-        void *block = malloc(LIST_SIZE); /* aborts if the refill reads a link of the list */
-        for (uint32_t i = 1; i < n; i++)
-            *(uintptr_t *)list[i] = links[i];
+        static void *list[MOST_LISTED];
+        uint32_t n;
+        void *block = malloc_reading_one_link(LIST_SIZE, slab, list, &n);
         CHECK(block == list[0] && cached(cls) == n - 1,
               "the refill handed out %p, not the list's first %p, and cached %u blocks of its %u",
               block, list[0], cached(cls), n);
@@ -285,32 +312,16 @@ static void *long_list_taken_whole(void *flush)
         if (!(blocks[i] = malloc(LONG_SIZE)))
             hard_error("malloc(%d) failed", LONG_SIZE);
     struct hak_slab *slab = heap->cur[cls];
-    uint32_t returned = 0;
-    for (uint32_t i = 0; i < LONG_ALLOCATED && returned < LONG_FREED; i++)
-        if ((char *)blocks[i] >= slab->start && (char *)blocks[i] < slab->end) {
-            free(blocks[i]);
-            blocks[i] = NULL;
-            returned++;
-        }
-    hak_heap_trim();
+    uint32_t returned = return_to_slab(slab, blocks, LONG_ALLOCATED, LONG_FREED);
     uint32_t listed = hak_slab_listed(slab);
     uint32_t limit = heap->limit[cls];
     uint64_t bytes = heap->small_cache_bytes;
     if (returned != LONG_FREED || heap->cur[cls] != slab || cached(cls) != 0 || listed <= limit)
         hard_error("%u blocks freed to the current slab, a list of %u, a cache of %u holding %u",
                    returned, listed, limit, cached(cls));
-    static void *list[LONG_ALLOCATED];
-    static uintptr_t links[LONG_ALLOCATED];
-    uint32_t n = 0;
-    for (void *block = slab->free; block; block = hak_link_get(block))
-        list[n++] = block;
-    for (uint32_t i = 1; i < n; i++) {
-        links[i] = *(uintptr_t *)list[i];
-        *(uintptr_t *)list[i] = links[i] ^ 1; /* decodes as corrupted */
-    }
-    void *first = malloc(LONG_SIZE); /* aborts if the refill reads a link of the list */
-    for (uint32_t i = 1; i < n; i++)
-        *(uintptr_t *)list[i] = links[i];
+    static void *list[MOST_LISTED];
+    uint32_t n;
+    void *first = malloc_reading_one_link(LONG_SIZE, slab, list, &n);
     CHECK(first == list[0] && cached(cls) == n - 1 && heap->limit[cls] == n - 1 + limit / 2,
           "a refill from a list of %u handed out %p (the list's first: %p), cached %u, the "
           "cache of %u now %u",
