@@ -429,8 +429,9 @@ struct hak_heap {
     uint32_t limit[HAK_NUM_CLASSES]; /* cache capacity in blocks */
     uint32_t batch[HAK_NUM_CLASSES]; /* blocks the next refill adds */
     /* Small classes: what limit holds beyond the class's own capacity for
-     * a slab's list the last refill took whole (thread_heap.c, lend_room);
-     * 0 if none.  A slab's list is shorter than 2^16 blocks. */
+     * a slab's list the last refill took whole, and room for the frees
+     * after it (thread_heap.c, lend_room); 0 if none.  A slab's list is
+     * shorter than 2^16 blocks. */
     uint16_t lent[HAK_SMALL_CLASSES];
     bool flushed_last[HAK_NUM_CLASSES]; /* the class last left the fast path to flush */
     /* Classes of blocks over 64 KiB: the turns left before the next look

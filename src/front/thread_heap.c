@@ -773,7 +773,9 @@ static bool blocks_sparse(struct hak_heap *heap, unsigned cls)
 }
 
 /* A class that turned from refills to flushes or back: a bigger cache,
- * when the thread's bound allows.  False when it did not grow.  A class
+ * when the thread's bound allows.  False when it has no more room than
+ * before: it did not grow, or room lent to it (lend_room) covered the
+ * growth, which is its own from then on.  A class
  * whose blocks the program now writes whole goes back to its first size,
  * the blocks its cache holds beyond it to the HotSpanBox (flush_half), or
  * the cache is empty (refill). */
@@ -791,7 +793,7 @@ static bool grow(struct hak_heap *heap, unsigned cls)
     if (own >= max)
         return false;
     uint32_t grown = own * 2 < max ? own * 2 : max;
-    if (grown <= limit) {
+    if (grown <= limit) { /* lent_room was not 0: a small class */
         heap->lent[cls] = (uint16_t)(limit - grown);
         return false; /* no more room than now (room was lent: a small class) */
     }
@@ -1120,22 +1122,25 @@ static struct hak_heap *heap_for_refill(void)
 
 /* The room a refill leaves in a cache of limit blocks, so that the frees
  * after it find room for half as many before a flush, which would walk
- * the blocks the refill took and send them back. */
+ * the blocks the refill took and send them back; one at least, for a free
+ * counts room down to 0 and flushes there (a cache of one block:
+ * HAKMEM_SMALL_CACHE=1, or a Mid class bigger than HAKMEM_RING_BYTES). */
 static uint32_t frees_room(uint32_t limit)
 {
-    return limit / 2;
+    return limit > 1 ? limit / 2 : 1;
 }
 
 /* Room in cls's cache, which is empty, for a small class's slab list too
  * long for the cache to take whole and still leave frees room for half its
  * size (frees_room), so that refill takes it whole, with that room left:
  * lent within the thread's bound on its small caches, until the cache is
- * next empty (refill, flush_cache) or flushes (flush_half).  Lent, not
- * grown for good as grow does: a grown cache keeps half its capacity at
- * each flush, and the slabs its blocks sit in cannot go back for other
- * classes; so grown, xthread's peak RSS was 7.9 MB against 4.7, and
- * phases_long's 6% higher.  A slab's list is shorter than 2^16 blocks,
- * of 16 bytes at least (block_link.h). */
+ * next empty (refill, flush_cache) or flushes (flush_half; a flush that
+ * grows the cache keeps what it lent as growth, as far as the doubling
+ * goes).  Lent, not made the cache's own: a grown cache keeps half its
+ * capacity at each flush, and the slabs its blocks sit in cannot go back
+ * for other classes; grown to the list's length for good, xthread's peak
+ * RSS was 7.9 MB against 4.7, and phases_long's 6% higher.  A slab's list is shorter than 2^16
+ * blocks, of 16 bytes at least (block_link.h). */
 _Static_assert(HAK_SLAB_SIZE / 16 <= UINT16_MAX, "a slab's list fits struct hak_heap's lent");
 
 static void lend_room(struct hak_heap *heap, unsigned cls, uint32_t listed)
@@ -1192,7 +1197,8 @@ static void *refill(struct hak_heap *heap, size_t size, unsigned cls)
      * exited, run to hundreds (xthread 1.49 times as fast again, xmalloc
      * 1.45, at 0.84-0.86 of the peak RSS, 5 alternating runs; a stress in
      * the manner of mimalloc-bench's mstress 1.16).  A run just carved is
-     * taken whole only from the batch up, its end found by address, as
+     * taken whole only from the batch up (to half the cache and one
+     * block), its end found by address, as
      * take_blocks does. */
     uint32_t carved;
     struct hak_slab *slab = slab_with_free(heap, cls, &carved);
@@ -1530,7 +1536,8 @@ void hak_heap_free_other(void *block, struct hak_slab *slab)
 
 /* A small block whose slab another heap owns (or that is not sound, which
  * hak_heap_free_invalid names).  Such blocks wait, by class, until as many
- * as a flush of the class sends have come (half the cache's capacity), or
+ * as a flush of the class sends have come (half the cache's own capacity,
+ * without room lent to it), or
  * the thread refills the class: then they go home in runs of a slab's
  * blocks, one atomic push each, as the blocks of one class freed together
  * mostly share a slab, and at the refill the slabs of exited threads among

@@ -3,11 +3,13 @@
  * that a short process does not touch pages it never uses, doubling with
  * every refill up to the full batch, so that a busy class refills rarely.
  *
- * A slab's free list that the cache can hold moves into it whole, and the
- * refill reads no block but the one it hands out: the others' pages are
- * made unreadable, and the malloc still succeeds.  So is a list shorter
- * than the batch, alone: the links of its blocks but the first are made
- * to fail the check meanwhile. */
+ * A slab's free list that leaves the cache room for half its size moves
+ * into it whole, and the refill reads no block but the one it hands out:
+ * the others' pages are made unreadable, and the malloc still succeeds.
+ * So does a list shorter than the batch, alone, and a longer one, the
+ * cache lent room for it: the links of its blocks but the first are made
+ * to fail the check meanwhile.  A cache of one block keeps room for a
+ * free after a refill too. */
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -16,6 +18,7 @@
 #include "block/size_class.h"
 #include "front/thread_heap.h"
 #include "harden.h"
+#include "options.h"
 #include "unit.h"
 
 enum { ROUNDS = 3, BLOCKS = 60 };
@@ -367,6 +370,44 @@ static void *long_list_taken_whole(void *flush)
     return NULL;
 }
 
+/* In a thread of its own, whose small caches hold one block each
+ * (HAKMEM_SMALL_CACHE=1): a slab's list of several blocks is taken whole,
+ * the cache lent room for it, and a free right after still finds room:
+ * room counted down from 0 would never reach it again, and the cache
+ * would never flush. */
+static void *one_block_cache(void *unused)
+{
+    (void)unused;
+    pin_to_cpu();
+    enum { ONE_ALLOCATED = 40, ONE_FREED = 8 };
+    void *blocks[ONE_ALLOCATED];
+    unsigned cls = hak_class_of(LONG_SIZE);
+    struct hak_heap *heap = hak_tls.heap;
+    for (uint32_t i = 0; i < ONE_ALLOCATED; i++)
+        if (!(blocks[i] = malloc(LONG_SIZE)))
+            hard_error("malloc(%d) failed", LONG_SIZE);
+    struct hak_slab *slab = heap->cur[cls];
+    uint32_t returned = return_to_slab(slab, blocks, ONE_ALLOCATED, ONE_FREED);
+    uint32_t listed = hak_slab_listed(slab);
+    if (heap->limit[cls] != 1 || returned != ONE_FREED || listed < 2)
+        hard_error("a cache of %u blocks, %u freed, a list of %u", heap->limit[cls], returned,
+                   listed);
+    static void *list[MOST_LISTED];
+    uint32_t n;
+    void *block = malloc_reading_one_link(LONG_SIZE, slab, list, &n);
+    CHECK(block == list[0] && cached(cls) == n - 1 && hak_tls.room[cls] == 1,
+          "a cache of one block took %u of a list of %u, its room %u", cached(cls) + 1, n,
+          hak_tls.room[cls]);
+    uint64_t flushes = heap->stats[cls].flushes;
+    free(block);
+    CHECK(hak_tls.room[cls] >= 1 && heap->stats[cls].flushes == flushes + 1,
+          "the free after left room %u, %llu flushes", hak_tls.room[cls],
+          (unsigned long long)(heap->stats[cls].flushes - flushes));
+    for (uint32_t i = 0; i < ONE_ALLOCATED; i++)
+        free(blocks[i]);
+    return NULL;
+}
+
 /* A cache's head is HAK_LIST_END when it holds no block, never NULL:
  * malloc's fast path loads the head's link with no test of the head, and
  * leaves for the refill on the end's link, which decodes as corrupted.  In
@@ -425,6 +466,10 @@ int main(void)
         unit_thread_run(short_list_taken_alone, NULL);
         unit_thread_run(long_list_taken_whole, NULL);
         unit_thread_run(long_list_taken_whole, (void *)1);
+        uint32_t small_cache = hak_options.small_cache;
+        hak_options.small_cache = 1;
+        unit_thread_run(one_block_cache, NULL);
+        hak_options.small_cache = small_cache;
     }
     return test_result("test_refill");
 }
