@@ -793,9 +793,9 @@ static bool grow(struct hak_heap *heap, unsigned cls)
     if (own >= max)
         return false;
     uint32_t grown = own * 2 < max ? own * 2 : max;
-    if (grown <= limit) { /* lent_room was not 0: a small class */
+    if (grown <= limit) { /* room was lent: a small class */
         heap->lent[cls] = (uint16_t)(limit - grown);
-        return false; /* no more room than now (room was lent: a small class) */
+        return false;
     }
     uint64_t extra = (uint64_t)(grown - limit) * hak_class_size[cls];
     if (!hak_class_is_small(cls)) {
@@ -1139,8 +1139,8 @@ static uint32_t frees_room(uint32_t limit)
  * goes).  Lent, not made the cache's own: a grown cache keeps half its
  * capacity at each flush, and the slabs its blocks sit in cannot go back
  * for other classes; grown to the list's length for good, xthread's peak
- * RSS was 7.9 MB against 4.7, and phases_long's 6% higher.  A slab's list is shorter than 2^16
- * blocks, of 16 bytes at least (block_link.h). */
+ * RSS was 7.9 MB against 4.7, and phases_long's 6% higher.  A slab's list
+ * is shorter than 2^16 blocks, of 16 bytes at least (block_link.h). */
 _Static_assert(HAK_SLAB_SIZE / 16 <= UINT16_MAX, "a slab's list fits struct hak_heap's lent");
 
 static void lend_room(struct hak_heap *heap, unsigned cls, uint32_t listed)
@@ -1198,8 +1198,7 @@ static void *refill(struct hak_heap *heap, size_t size, unsigned cls)
      * 1.45, at 0.84-0.86 of the peak RSS, 5 alternating runs; a stress in
      * the manner of mimalloc-bench's mstress 1.16).  A run just carved is
      * taken whole only from the batch up (to half the cache and one
-     * block), its end found by address, as
-     * take_blocks does. */
+     * block), its end found by address, as take_blocks does. */
     uint32_t carved;
     struct hak_slab *slab = slab_with_free(heap, cls, &carved);
     uint32_t taken = 0;
