@@ -63,7 +63,9 @@ const struct hak_option hak_option_table[] = {
     {"HAKMEM_SMALL_CACHE", HAK_OPT_U32, &hak_options.small_cache,
      "free blocks a thread caches per small class (C0-C19) at first",
      "free blocks a thread caches per small class (C0-C19) at first; a class that flushes and "
-     "refills in turn grows its cache, up to 32768 blocks or 2 MiB, within 8 MiB per thread",
+     "refills in turn grows its cache, up to 32768 blocks or 2 MiB, within 8 MiB per thread; a "
+     "refill that takes a slab's longer list of freed blocks whole holds it beyond that size "
+     "until the cache is next empty or flushes",
      NULL},
     {"HAKMEM_MID_RING", HAK_OPT_U32, &hak_options.mid_ring,
      "free blocks a thread caches per Mid class (1-32 KiB) at first",
