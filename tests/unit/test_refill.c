@@ -208,6 +208,14 @@ static void *refill_reads_one_block(void *over_half)
     return NULL;
 }
 
+/* count blocks of size into blocks[]. */
+static void malloc_blocks(void **blocks, uint32_t count, size_t size)
+{
+    for (uint32_t i = 0; i < count; i++)
+        if (!(blocks[i] = malloc(size)))
+            hard_error("malloc(%zu) failed", size);
+}
+
 /* Frees up to most of blocks[0..count) that lie in slab, NULL in blocks[]
  * from then on, and sends them back to it (malloc_trim, which also empties
  * the caches); how many. */
@@ -311,9 +319,7 @@ static void *long_list_taken_whole(void *flush)
     static void *blocks[LONG_ALLOCATED];
     unsigned cls = hak_class_of(LONG_SIZE);
     struct hak_heap *heap = hak_tls.heap;
-    for (uint32_t i = 0; i < LONG_ALLOCATED; i++)
-        if (!(blocks[i] = malloc(LONG_SIZE)))
-            hard_error("malloc(%d) failed", LONG_SIZE);
+    malloc_blocks(blocks, LONG_ALLOCATED, LONG_SIZE);
     struct hak_slab *slab = heap->cur[cls];
     uint32_t returned = return_to_slab(slab, blocks, LONG_ALLOCATED, LONG_FREED);
     uint32_t listed = hak_slab_listed(slab);
@@ -383,9 +389,7 @@ static void *one_block_cache(void *unused)
     void *blocks[ONE_ALLOCATED];
     unsigned cls = hak_class_of(LONG_SIZE);
     struct hak_heap *heap = hak_tls.heap;
-    for (uint32_t i = 0; i < ONE_ALLOCATED; i++)
-        if (!(blocks[i] = malloc(LONG_SIZE)))
-            hard_error("malloc(%d) failed", LONG_SIZE);
+    malloc_blocks(blocks, ONE_ALLOCATED, LONG_SIZE);
     struct hak_slab *slab = heap->cur[cls];
     uint32_t returned = return_to_slab(slab, blocks, ONE_ALLOCATED, ONE_FREED);
     uint32_t listed = hak_slab_listed(slab);
