@@ -683,10 +683,17 @@ static bool lendable(const struct hak_slab *span)
     return !chunk->huge_pages && hak_mappings_known(&chunk->mappings);
 }
 
-/* Whether span has too few resident pages for a move (HAK_LEND_MIN_BYTES). */
+/* The end of span's touched pages. */
+static uintptr_t touched_end(const struct hak_slab *span)
+{
+    return (uintptr_t)span->start + (size_t)span->touched_pages * HAK_PAGE_SIZE;
+}
+
+/* Whether span's touched pages hold no whole grain (HAK_LEND_GRAIN) to
+ * move. */
 static bool too_short_to_lend(const struct hak_slab *span)
 {
-    return (size_t)span->touched_pages * HAK_PAGE_SIZE < HAK_LEND_MIN_BYTES;
+    return hak_lend_grain_down(touched_end(span)) <= hak_lend_grain_up((uintptr_t)span->start);
 }
 
 /* Under the lock: the oldest span of box that lends or, where it has too
@@ -721,27 +728,37 @@ static void put_back_oldest(struct hot_span_box *box, struct hak_slab *span)
     pthread_mutex_unlock(lock_of(box));
 }
 
-/* The last of span's touched pages, up to room bytes, in whole slabs
- * (HAK_LEND_MIN_BYTES), moved to dst in the container whose mappings to
- * are (at to_base), the others staying a prefix: a SuperSlab's slabs take
+/* The last of span's touched pages that lie on the grain (HAK_LEND_GRAIN),
+ * up to room bytes, moved to dst in the container whose mappings to are
+ * (at to_base), the others staying a prefix: a SuperSlab's slabs take
  * whole ranges, and lend whole ranges on, where a range that straddled
- * two slabs would be cut into pieces by the first's move; *taken: the
- * bytes of dst taken, a failed move's counted and still the span's (some
- * may be left: mappings.h). */
+ * two slabs would be cut into pieces by the first's move.  Those past the
+ * last grain line cannot move: they go back to the kernel first (half a
+ * slab on average, against the piece that moves); HAK_LEND_REFUSED where
+ * it keeps them.  *taken: the bytes of dst taken, a failed move's counted
+ * and still the span's (some may be left: mappings.h). */
 static enum hak_lend_result lend_tail(struct hak_slab *span, char *dst, size_t room,
                                       struct hak_mappings *to, const char *to_base, size_t *taken)
 {
-    size_t touched = (size_t)span->touched_pages * HAK_PAGE_SIZE;
-    size_t piece = touched < room ? touched : room;
-    piece -= piece % HAK_LEND_MIN_BYTES;
     *taken = 0;
+    uintptr_t first = hak_lend_grain_up((uintptr_t)span->start);
+    uintptr_t end = hak_lend_grain_down(touched_end(span));
+    if (end <= first)
+        return HAK_LENT;
+    size_t piece = end - first < room ? end - first : room;
+    piece -= piece % HAK_LEND_GRAIN;
     if (!piece)
         return HAK_LENT;
+    if (end < touched_end(span)) {
+        if (!hak_os_decommit((void *)end, touched_end(span) - end))
+            return HAK_LEND_REFUSED;
+        span->touched_pages = (uint32_t)((end - (uintptr_t)span->start) / HAK_PAGE_SIZE);
+    }
     struct hak_arena_chunk *chunk = (struct hak_arena_chunk *)span->chunk;
     size_t moved;
     enum hak_lend_result result =
-        hak_mappings_lend(&chunk->mappings, (const char *)chunk, span->start + touched - piece,
-                          piece, to, to_base, dst, span->node, &moved, taken);
+        hak_mappings_lend(&chunk->mappings, (const char *)chunk, (char *)end - piece, piece, to,
+                          to_base, dst, span->node, &moved, taken);
     span->touched_pages -= (uint32_t)(moved / HAK_PAGE_SIZE);
     return result;
 }
@@ -823,12 +840,11 @@ size_t hak_hot_span_lend(unsigned node, char *dst, size_t size, struct hak_mappi
     size_t lent = 0;
     bool refused = false;
     unsigned mine = my_shard();
-    for (unsigned i = 0; i < HAK_HOT_SPAN_SHARDS && size - lent >= HAK_LEND_MIN_BYTES && !refused;
+    for (unsigned i = 0; i < HAK_HOT_SPAN_SHARDS && size - lent >= HAK_LEND_GRAIN && !refused;
          i++) {
         struct hot_span_box *box = &boxes[node][(mine + i) % HAK_HOT_SPAN_SHARDS];
         for (unsigned spans = 0;
-             spans < MAX_LENT_SPANS_BY_CALL && size - lent >= HAK_LEND_MIN_BYTES && !refused;
-             spans++) {
+             spans < MAX_LENT_SPANS_BY_CALL && size - lent >= HAK_LEND_GRAIN && !refused; spans++) {
             if (!__atomic_load_n(&box->bytes, __ATOMIC_RELAXED))
                 break;
             pthread_mutex_lock(lock_of(box));

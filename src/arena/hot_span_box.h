@@ -61,7 +61,7 @@ void hak_hot_span_release_aged(unsigned node);
 void hak_hot_span_release_stale(unsigned node);
 #define HAK_HOT_SPAN_STALE_FRACTION 64
 /* Moves the resident pages of node's spans, oldest first, young ones too,
- * to dst, up to size bytes, or to less than HAK_LEND_MIN_BYTES from it: the
+ * to dst, up to size bytes, or to less than HAK_LEND_GRAIN from it: the
  * fresh slabs of a SuperSlab, which then fault none in
  * (arena/shared_pool.h).  Young ones too: a program that alternates its
  * phases with no pause makes or takes back SuperSlabs some milliseconds
@@ -71,7 +71,7 @@ void hak_hot_span_release_stale(unsigned node);
  * spares' pages back (arena/shared_pool.h).  Each span lends its last
  * pages first, in whole slabs; one left with none goes back to the
  * PageArena, one with some stays the oldest.  One with fewer than
- * HAK_LEND_MIN_BYTES lends none: a stale one goes back decommitted, a
+ * HAK_LEND_GRAIN lends none: a stale one goes back decommitted, a
  * young one stays.  Returns the bytes of dst taken, to being the mappings
  * of dst's SuperSlab, at to_base (mappings.h). */
 size_t hak_hot_span_lend(unsigned node, char *dst, size_t size, struct hak_mappings *to,

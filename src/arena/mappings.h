@@ -13,17 +13,32 @@
 #include "../internal.h"
 #include "../os.h"
 
-/* The fewest bytes a lend moves.  Pages that move keep the kernel
- * mapping they came in with, and pages from different mappings never
- * share one again: a range moved in pieces lands in pieces, however often
- * it moves on.  Moved a page or a few at a time (a slab's carved pages, a
- * span's last few), they cut containers that never wholly empty into
- * thousands of mappings, and every move, fault and unmap slows with them
- * (README: pages moved at every phase of bench/phases with no pause, 6.4k
- * mappings after 60 rounds, most of 8 KiB; none under this, some 1k).
- * Less than this stays where it is, or goes back to the kernel while the
- * destination faults in its own. */
-#define HAK_LEND_MIN_BYTES HAK_SLAB_SIZE
+/* The grain of every lend: a range moves only whole, from a multiple of
+ * it in the address space to another, and so every kernel mapping a move
+ * leaves in a SuperSlab or a chunk (both aligned to it) starts on it: at
+ * most a SuperSlab's 32 or a chunk's 64, however often the pages move.
+ * Pages that move keep the kernel mapping they came in with, and pages
+ * from different mappings never share one again: a range moved in pieces
+ * lands in pieces, however often it moves on, and every move, fault and
+ * unmap slows with the mappings.  Moved a page or a few at a time (a
+ * slab's carved pages, a span's last few), they cut containers that never
+ * wholly empty into thousands (README: 6.4k after 60 rounds of
+ * bench/phases with no pause, most of 8 KiB); moved in whole slabs but
+ * from any page (the tails of 40-200 KiB spans), they were cut finer at
+ * every phase all the same (95 a SuperSlab after 80 rounds, 41-83 us a
+ * move).  Less than this stays where it is, or goes back to the kernel
+ * while the destination faults in its own. */
+#define HAK_LEND_GRAIN HAK_SLAB_SIZE
+
+static inline uintptr_t hak_lend_grain_down(uintptr_t address)
+{
+    return address & ~(uintptr_t)(HAK_LEND_GRAIN - 1);
+}
+
+static inline uintptr_t hak_lend_grain_up(uintptr_t address)
+{
+    return hak_lend_grain_down(address + HAK_LEND_GRAIN - 1);
+}
 
 /* m's container was mapped anew: one mapping, its ranges forgotten
  * (hak_os_forget_lent).  Nobody lends into it or out of it meanwhile. */
@@ -34,16 +49,16 @@ void hak_mappings_map_anew(struct hak_mappings *m);
 bool hak_mappings_known(const struct hak_mappings *m);
 
 /* Moves the size bytes at src, in the container at from_base whose
- * mappings from tells, to dst in the one at to_base: one of from's
- * mappings at a time where the kernel moves over no more
- * (hak_os_moves_over_mappings), src's last ones first, each to dst's first
- * bytes not yet moved to, so that what moved is always a suffix of src
- * and a prefix of dst, *moved bytes long.  *dst_used counts a failed
- * move's bytes too (dst may hold some of its pages, and is bound to node
- * again), src counting them still, and from moves no more pages
- * (hak_mappings_known).  to counts each range and where it starts and
- * ends.  HAK_LENT when all moved; else the result of the move that
- * stopped it (os.h). */
+ * mappings from tells, to dst in the one at to_base, all three on the
+ * grain (HAK_LEND_GRAIN): one of from's mappings at a time where the
+ * kernel moves over no more (hak_os_moves_over_mappings), src's last ones
+ * first, each to dst's first bytes not yet moved to, so that what moved
+ * is always a suffix of src and a prefix of dst, *moved bytes long.
+ * *dst_used counts a failed move's bytes too (dst may hold some of its
+ * pages, and is bound to node again), src counting them still, and from
+ * moves no more pages (hak_mappings_known).  to counts each range and
+ * where it starts and ends.  HAK_LENT when all moved; else the result of
+ * the move that stopped it (os.h). */
 enum hak_lend_result hak_mappings_lend(struct hak_mappings *from, const char *from_base, char *src,
                                        size_t size, struct hak_mappings *to, const char *to_base,
                                        char *dst, unsigned node, size_t *moved, size_t *dst_used);

@@ -299,12 +299,12 @@ static void fill_fresh_slabs(struct hak_superslab *ss, unsigned node)
         hak_hot_span_release_stale(node);
 }
 
-/* Whether node's box holds enough for a move (HAK_LEND_MIN_BYTES), read
+/* Whether node's box holds enough for a move (HAK_LEND_GRAIN), read
  * without its locks. */
 static bool box_may_fill(unsigned node)
 {
     uint64_t spans = 0;
-    return hak_hot_span_retained(node, &spans) >= HAK_LEND_MIN_BYTES;
+    return hak_hot_span_retained(node, &spans) >= HAK_LEND_GRAIN;
 }
 
 /* Under the pool's lock: ss's free slabs in mask leave its free ones,
@@ -477,7 +477,7 @@ void hak_shared_pool_release_stale(unsigned node)
 
 /* Moves the pages of the wholly touched ones of ss's free slabs in slabs
  * (ss's own, or reserved: reserve_slabs) to dst, as many as
- * fill it to less than a slab (HAK_LEND_MIN_BYTES) from its room, each
+ * fill it to less than a slab (HAK_LEND_GRAIN) from its room, each
  * slab's blocks' free-list words cleared first (their links are not to
  * reach the span's blocks); returns the bytes of dst taken, to being its
  * container's mappings (at to_base).  Such slabs side by side move in one
@@ -493,7 +493,7 @@ static size_t lend_slabs(struct hak_superslab *ss, uint32_t slabs, unsigned node
     enum { SLAB_PAGES = HAK_SLAB_SIZE / HAK_PAGE_SIZE };
     size_t lent = 0;
     uint64_t free = slabs;
-    while (free && room - lent >= HAK_LEND_MIN_BYTES) {
+    while (free && room - lent >= HAK_LEND_GRAIN) {
         unsigned first = (unsigned)__builtin_ctzll(free);
         struct hak_slab *slab = &ss->slabs[first];
         free &= ~((uint64_t)1 << first);
@@ -561,7 +561,7 @@ static size_t lend_in_use_slabs(struct shared_pool *pool, unsigned node, char *d
                                 bool *stopped)
 {
     size_t lent = 0;
-    while (size - lent >= HAK_LEND_MIN_BYTES && *lenders < MAX_RETIRED_BY_CALL && !*stopped) {
+    while (size - lent >= HAK_LEND_GRAIN && *lenders < MAX_RETIRED_BY_CALL && !*stopped) {
         uint32_t mask = 0;
         pthread_mutex_lock(lock_of(pool));
         struct hak_superslab *ss = in_use_lender(pool, &mask);
@@ -634,6 +634,16 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, size_t need,
     bool spares_lend = oldest != NO_SPARES && oldest_may_lend(pool, now, age_ms);
     if (!spares_lend && !in_use_lends)
         return 0;
+    /* Moves land on the grain (mappings.h): the pages before dst's first
+     * grain line fault in, counted with the lent ones that follow them
+     * (calloc zeroes them), for what a lend fills is a prefix of dst.  The
+     * PageArena starts a span that may take lent pages on the grain where
+     * it can (page_arena.c). */
+    size_t head = hak_lend_grain_up((uintptr_t)dst) - (uintptr_t)dst;
+    if (head > size)
+        head = size;
+    dst += head;
+    size -= head;
     size_t lent = 0;
     /* A move the kernel refused, or the bound on lent ranges reached: no
      * more this call. */
@@ -643,7 +653,7 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, size_t need,
     /* Pages of at most as many spares as a release retires, for this is a
      * malloc; spares with none leave on the way. */
     unsigned lent_from = 0;
-    while (spares_lend && !stopped && size - lent >= HAK_LEND_MIN_BYTES &&
+    while (spares_lend && !stopped && size - lent >= HAK_LEND_GRAIN &&
            lent_from < MAX_RETIRED_BY_CALL && oldest != NO_SPARES) {
         pthread_mutex_lock(lock_of(pool));
         struct hak_superslab *ss = take_lender(pool, now, age_ms);
@@ -657,7 +667,7 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, size_t need,
         /* Pages left to lend where dst has room for them: the kernel
          * refused, or the bound on lent ranges was reached. */
         bool still_holds_pages = slabs_touched(ss, ss->free_slabs, HAK_SLAB_PAGES) != 0;
-        bool dst_full = size - lent < HAK_LEND_MIN_BYTES;
+        bool dst_full = size - lent < HAK_LEND_GRAIN;
         if (still_holds_pages && dst_full && !stopped && hak_superslab_region_holds(ss)) {
             /* Back among the spares in age order, for the next span (one
              * outside the region leaves: a spare kept meanwhile may have
@@ -684,7 +694,7 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, size_t need,
     if (lent < need && lent_from < MAX_RETIRED_BY_CALL && oldest != NO_SPARES &&
         hak_os_aged(now, oldest, age_ms))
         release_older(node, now, age_ms, MAX_RETIRED_BY_CALL);
-    return lent;
+    return lent ? head + lent : 0;
 }
 
 size_t hak_shared_pool_release(unsigned node)

@@ -30,6 +30,7 @@
 #include "arena/page_arena.h"
 #include "arena/page_map.h"
 #include "arena/shared_pool.h"
+#include "arena/span_bins.h"
 #include "arena/superslab.h"
 #include "block/block_link.h"
 #include "options.h"
@@ -220,6 +221,32 @@ static struct hak_slab *arena_span(uint32_t pages)
     return span;
 }
 
+/* span cut into count spans of pages[i] pages each, side by side, in
+ * spans[]; the last takes what is left. */
+static void cut_side_by_side(struct hak_slab *span, struct hak_slab **spans, const uint32_t *pages,
+                             unsigned count)
+{
+    for (unsigned i = 0; i + 1 < count; i++) {
+        spans[i] = span;
+        span = hak_span_cut_tail(span, pages[i]);
+        if (!span)
+            hard_error("no descriptor for a span's tail");
+        hak_span_map_pages(span, span->first_page, span->pages);
+    }
+    spans[count - 1] = span;
+}
+
+/* count spans of pages[i] pages each, side by side, cut from one of the
+ * arena's: where each lands does not hang on where the arena puts a span
+ * (one that is to take lent pages on the grain, page_arena.c). */
+static void arena_spans_side_by_side(struct hak_slab **spans, const uint32_t *pages, unsigned count)
+{
+    uint32_t total = 0;
+    for (unsigned i = 0; i < count; i++)
+        total += pages[i];
+    cut_side_by_side(arena_span(total), spans, pages, count);
+}
+
 /* A span of pages pages of a chunk that may lend (hak_mappings_known): a
  * chunk a move failed out of lends nothing while it holds spans
  * (test_failed_move_ends_lends_of_its_chunk), and in some runs the arena
@@ -376,13 +403,23 @@ static void test_lend_ahead_takes_whole_spans(void)
 {
     enum { SPANS = 3, EXTRA = 5, FREE_PAGES = SPANS * SLAB_PAGES + EXTRA };
     hak_hot_span_release_all(0);
+    hak_shared_pool_release(0); /* nothing lends to the chunk's span */
     hak_page_arena_release_free(0);
-    /* A new chunk, all but its last FREE_PAGES held. */
-    struct hak_slab *front = arena_span(HAK_ARENA_USABLE_PAGES - FREE_PAGES);
+    /* In a new chunk, FREE_PAGES free from a grain line on, a held span on
+     * either side. */
+    struct hak_slab *whole_chunk = arena_span(HAK_ARENA_USABLE_PAGES);
+    uint32_t to_line = (uint32_t)((hak_lend_grain_up((uintptr_t)whole_chunk->start) -
+                                   (uintptr_t)whole_chunk->start) /
+                                  HAK_PAGE_SIZE);
+    struct hak_slab *three[3];
+    cut_side_by_side(whole_chunk, three, (const uint32_t[]){to_line + SLAB_PAGES, FREE_PAGES, 0},
+                     3);
+    struct hak_slab *front = three[0], *free_pages = three[1], *back = three[2];
+    char *first = free_pages->start;
+    hak_page_arena_free(free_pages);
     leave_stale_spare(SPANS + 1, SLAB_PAGES);
     struct hak_slab *span = fresh_span(SLAB_PAGES);
-    CHECK(span->chunk == front->chunk && span->start == front->end,
-          "the span was not cut from the chunk's last free pages");
+    CHECK(span->start == first, "the span was not cut from the free pages");
     unsigned taken = 0;
     struct hak_slab *spans[SPANS];
     spans[taken++] = span;
@@ -393,15 +430,18 @@ static void test_lend_ahead_takes_whole_spans(void)
           "%u spans of %d pages from a free span of %d, and %zu bytes left in the box", taken,
           SLAB_PAGES, FREE_PAGES, left);
     hak_shared_pool_release(0); /* the spare's last slab would lend to the tail */
-    struct hak_slab *tail = arena_span(EXTRA);
-    CHECK(tail->start == front->end + (size_t)SPANS * HAK_SLAB_SIZE && tail->fresh &&
-              !pages_resident(tail->start, 1),
-          "the pages past the spans lent ahead did not stay in the arena fresh");
-    hak_page_arena_free(tail);
+    const char *tail = first + (size_t)SPANS * HAK_SLAB_SIZE;
+    const struct hak_slab *holder =
+        ((const struct hak_arena_chunk *)front->chunk)
+            ->page_slab[(size_t)(tail - (const char *)front->chunk) / HAK_PAGE_SIZE];
+    CHECK(holder->kind == HAK_SLAB_FREE_SPAN && holder->start == tail && holder->pages == EXTRA &&
+              !pages_resident(tail, 1),
+          "the pages past the spans lent ahead did not stay in the arena untouched");
     for (unsigned i = 0; i < taken; i++)
         hak_hot_span_put(spans[i]);
     hak_hot_span_release_all(0);
     hak_page_arena_free(front);
+    hak_page_arena_free(back);
     hak_page_arena_release_free(0);
 }
 
@@ -495,7 +535,7 @@ static void test_long_spans_lend_ahead(void)
     hak_page_arena_release_free(0);
 }
 
-/* No move carries less than a slab (HAK_LEND_MIN_BYTES): a slab carved in
+/* No move carries less than a slab (HAK_LEND_GRAIN): a slab carved in
  * part keeps its pages, which go back once its SuperSlab retires, while
  * its wholly touched neighbour lends; a span shorter than a slab takes
  * nothing, and the stale spare goes back, as where none lends. */
@@ -679,6 +719,70 @@ static unsigned mappings_over(const char *start, const char *end)
     return count;
 }
 
+/* The kernel mappings that start inside [start, end) off the grain
+ * (HAK_LEND_GRAIN). */
+static unsigned mappings_off_grain(const char *start, const char *end)
+{
+    FILE *maps = fopen("/proc/self/maps", "r");
+    if (!maps)
+        hard_error("cannot read /proc/self/maps");
+    unsigned count = 0;
+    unsigned long from, to;
+    char line[512];
+    while (fgets(line, sizeof(line), maps))
+        if (sscanf(line, "%lx-%lx", &from, &to) == 2 && from > (uintptr_t)start &&
+            from < (uintptr_t)end && from % HAK_LEND_GRAIN)
+            count++;
+    fclose(maps);
+    return count;
+}
+
+/* Every range a lend moves starts and ends on the grain, where it leaves
+ * and where it lands, so that every kernel mapping in a chunk or a
+ * SuperSlab does, however often pages go back and forth: round after
+ * round, a span after a few odd pages held, of an odd length, takes a
+ * stale spare's slabs, and then, stale, lends them to the next SuperSlab.
+ * Moved at any page, such ranges cut the mappings finer at every round
+ * (README: 95 a SuperSlab after 80 rounds of bench/phases, and slower
+ * moves). */
+static void test_moves_stay_on_the_grain(void)
+{
+    enum { ROUNDS = 4, SLABS = 3, PAGES = SLABS * SLAB_PAGES + 5 };
+    for (unsigned round = 0; round < ROUNDS; round++) {
+        hak_hot_span_release_all(0);
+        struct hak_slab *odd = arena_span(round + 1); /* before the spare: it would retire it */
+        leave_stale_spare(SLABS, SLAB_PAGES);
+        uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+        struct hak_slab *span = arena_span(PAGES);
+        CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == SLABS * HAK_SLAB_SIZE,
+              "round %u: a span took %llu bytes of a stale spare's, not its %d slabs'", round,
+              (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), SLABS);
+        const char *chunk = (const char *)span->chunk;
+        hold_free_slabs_in_use();
+        memset(span->start, 7, (size_t)PAGES * HAK_PAGE_SIZE);
+        span->kind = HAK_SLAB_MID;
+        span->touched_pages = PAGES;
+        hak_hot_span_put(span);
+        hak_page_arena_free(odd);
+        unit_sleep_ms(2 * STALE_MS);
+        lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+        take_whole_superslab();
+        const char *ss = (const char *)whole[0]->chunk;
+        CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == SLABS * HAK_SLAB_SIZE,
+              "round %u: a fresh SuperSlab took %llu bytes of a stale span's, not %d slabs'", round,
+              (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), SLABS);
+        unsigned in_chunk = mappings_off_grain(chunk, chunk + HAK_ARENA_CHUNK_SIZE);
+        unsigned in_ss = mappings_off_grain(ss, ss + HAK_SUPERSLAB_SIZE);
+        CHECK(in_chunk == 0 && in_ss == 0,
+              "round %u: %u mappings of the span's chunk and %u of the SuperSlab start off the "
+              "grain",
+              round, in_chunk, in_ss);
+        retire_whole_superslab();
+        give_back_held();
+    }
+    hak_hot_span_release_all(0);
+}
+
 /* With nothing else in the box or the pool to lend (hold_free_slabs_in_use),
  * a hot span of pages pages, all touched, page p holding p % 251 + 1 in
  * every byte; returns where it starts. */
@@ -844,22 +948,45 @@ static void test_in_use_slabs_lend_and_take_back(void)
     hak_hot_span_release_all(0);
 }
 
-/* A span lends its last pages in whole slabs (HAK_LEND_MIN_BYTES): the
- * SuperSlab's slabs take whole ranges, which lend on whole again, and the
- * span keeps what is left, hot. */
-static void test_span_lends_whole_slabs(void)
+/* A span lends the whole grains of its touched pages (HAK_LEND_GRAIN),
+ * last ones first: the SuperSlab's slabs take whole ranges, which lend on
+ * whole again.  The pages before its first grain line stay, hot (young: a
+ * stale span with no grain left goes back), those past its last go back
+ * to the kernel. */
+static void test_span_lends_whole_grains(void)
 {
-    enum { PAGES = SLAB_PAGES + SLAB_PAGES / 2 };
-    char *start = put_numbered_span(PAGES);
+    enum { BEFORE = 5, GRAINS = 2, AFTER = 3, TOUCHED = BEFORE + GRAINS * SLAB_PAGES + AFTER };
+    hak_hot_span_release_all(0);
+    hak_shared_pool_release(0);
+    hold_free_slabs_in_use();
+    /* A span from BEFORE pages short of a grain line. */
+    struct hak_slab *two[2];
+    arena_spans_side_by_side(
+        two, (const uint32_t[]){SLAB_PAGES - BEFORE, (GRAINS + 1) * SLAB_PAGES + BEFORE}, 2);
+    struct hak_slab *span = two[1];
+    hak_page_arena_free(two[0]);
+    char *start = span->start;
+    for (uint32_t p = 0; p < TOUCHED; p++)
+        memset(start + (size_t)p * HAK_PAGE_SIZE, (int)(p + 1), HAK_PAGE_SIZE);
+    span->kind = HAK_SLAB_MID;
+    span->touched_pages = TOUCHED;
+    hak_hot_span_put(span);
     uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
     take_whole_superslab();
-    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == HAK_SLAB_SIZE &&
-              whole[0]->start[0] == (char)(PAGES - SLAB_PAGES + 1) &&
-              box_bytes() == (size_t)(PAGES - SLAB_PAGES) * HAK_PAGE_SIZE &&
-              pages_resident(start, PAGES - SLAB_PAGES),
-          "a span of %d touched pages lent %llu bytes, not its last slab's worth, or did not "
-          "keep the rest hot (%zu bytes in the box)",
-          PAGES, (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), box_bytes());
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == GRAINS * HAK_SLAB_SIZE &&
+              whole[0]->start[0] == (char)(BEFORE + 1) &&
+              whole[1]->start[0] == (char)(BEFORE + SLAB_PAGES + 1),
+          "a span of %d touched pages, %d before a grain line, lent %llu bytes, not its %d "
+          "grains",
+          TOUCHED, BEFORE, (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), GRAINS);
+    CHECK(box_bytes() == (size_t)BEFORE * HAK_PAGE_SIZE && pages_resident(start, BEFORE),
+          "the span did not keep its %d pages before the grain line hot (%zu bytes in the box)",
+          BEFORE, box_bytes());
+    bool after_resident = false;
+    for (unsigned p = 0; p < AFTER; p++)
+        after_resident |=
+            unit_page_resident(start + (size_t)(BEFORE + GRAINS * SLAB_PAGES + p) * HAK_PAGE_SIZE);
+    CHECK(!after_resident, "the span's touched pages past its last grain line stayed resident");
     retire_whole_superslab();
     hak_hot_span_release_all(0);
     give_back_held();
@@ -983,7 +1110,7 @@ static void test_fills_in_use_stop_at_half_the_ranges(void)
 }
 
 /* A stale hot span with fewer resident pages than a slab lends none to a
- * fresh SuperSlab (HAK_LEND_MIN_BYTES): they go back, as where none lends,
+ * fresh SuperSlab (HAK_LEND_GRAIN): they go back, as where none lends,
  * and the SuperSlab's slabs fault in their own. */
 static void test_span_short_of_a_slab_lends_none(void)
 {
@@ -1018,9 +1145,9 @@ static void test_merged_span_lends_every_resident_page(void)
     hak_hot_span_release_all(0);
     hak_shared_pool_release(0);
     hold_free_slabs_in_use();
-    struct hak_slab *front = arena_span(FRONT), *back = arena_span(BACK);
-    if (back->start != front->start + (size_t)FRONT * HAK_PAGE_SIZE)
-        hard_error("the arena's two spans are not side by side");
+    struct hak_slab *two[2];
+    arena_spans_side_by_side(two, (const uint32_t[]){FRONT, BACK}, 2);
+    struct hak_slab *front = two[0], *back = two[1];
     char *start = front->start;
     memset(start, 1, HAK_PAGE_SIZE);
     memset(back->start, 2, (size_t)BACK * HAK_PAGE_SIZE);
@@ -1089,12 +1216,10 @@ static void test_discards_over_budget_wait_for_a_lend(void)
 
     /* Discarded again, then a young span put (apart: no merge): only it
      * stays. */
-    struct hak_slab *stale = arena_span(2 * SLAB_PAGES), *apart = arena_span(1),
-                    *young = arena_span(YOUNG);
+    struct hak_slab *three[3];
+    arena_spans_side_by_side(three, (const uint32_t[]){2 * SLAB_PAGES, 1, YOUNG}, 3);
+    struct hak_slab *stale = three[0], *apart = three[1], *young = three[2];
     char *stale_start = stale->start;
-    if (apart->start != stale_start + (size_t)2 * SLAB_PAGES * HAK_PAGE_SIZE ||
-        young->start != apart->start + HAK_PAGE_SIZE)
-        hard_error("the arena's spans are not side by side");
     memset(stale_start, 1, (size_t)2 * SLAB_PAGES * HAK_PAGE_SIZE);
     memset(young->start, 2, (size_t)YOUNG * HAK_PAGE_SIZE);
     stale->kind = young->kind = HAK_SLAB_MID;
@@ -1260,16 +1385,15 @@ static void test_failed_move_ends_lends_of_its_chunk(void)
     hak_hot_span_release_all(0);
     hak_shared_pool_release(0);
     hold_free_slabs_in_use();
-    struct hak_slab *spans[2], *apart[2];
+    struct hak_slab *four[4], *spans[2], *apart[2];
+    arena_spans_side_by_side(four, (const uint32_t[]){PAGES, 1, PAGES, 1}, 4);
     for (unsigned i = 0; i < 2; i++) {
-        spans[i] = arena_span(PAGES);
-        apart[i] = arena_span(1); /* no merge in the box */
+        spans[i] = four[2 * i];
+        apart[i] = four[2 * i + 1]; /* no merge in the box */
         memset(spans[i]->start, (int)i + 1, (size_t)PAGES * HAK_PAGE_SIZE);
         spans[i]->kind = HAK_SLAB_MID;
         spans[i]->touched_pages = PAGES;
     }
-    if (spans[0]->chunk != spans[1]->chunk)
-        hard_error("the arena's two spans are not of one chunk");
     char *failing = spans[0]->start;
     refused_chunk = spans[0]->chunk;
     hak_hot_span_put(spans[0]);
@@ -1341,12 +1465,13 @@ int main(int argc, char **argv)
     test_locked_memory_lends_nothing();
     test_superslab_takes_span_pages();
     test_young_span_lends();
-    test_span_lends_whole_slabs();
+    test_span_lends_whole_grains();
     test_span_short_of_a_slab_lends_none();
     test_merged_span_lends_every_resident_page();
     test_discards_over_budget_wait_for_a_lend();
     test_pages_move_back_and_forth();
     test_partly_lent_span_lends_whole();
+    test_moves_stay_on_the_grain();
     test_failed_move_ends_lends_of_its_chunk();
     if (hak_superslab_region_exists())
         test_fills_in_use_stop_at_half_the_ranges();

@@ -1,8 +1,11 @@
 /* Remote frees through malloc and free: thread A allocates blocks of small,
  * Mid and L25 classes, thread B frees them all and exits, and A's later
  * allocations get that memory back: the same blocks, or for Mid and L25
- * blocks ones that start inside them (the HotSpanBox merges neighbouring
- * freed spans and cuts them again where the next request needs).
+ * blocks ones that start inside them or inside those of the other of the
+ * two (the HotSpanBox merges neighbouring freed spans and cuts them again
+ * where the next request needs, from the best fitting span whatever class
+ * it held: the L25 spans, each apart from the next where spans start on a
+ * grain line, page_arena.c, serve the Mid requests first).
  *
  * A free by another thread of the same node waits in the freeing thread's
  * heap first (a small block among those of other heaps' slabs, a Mid or L25
@@ -24,6 +27,7 @@ struct class_case {
     /* At least half the freed blocks must come back within as many
      * allocations; otherwise one, after A's current slab runs out. */
     bool most_back_at_once;
+    bool in_spans; /* a Mid or L25 class: its spans go to the HotSpanBox */
 };
 
 static const struct class_case cases[] = {
@@ -33,9 +37,9 @@ static const struct class_case cases[] = {
      * they wait on A's current slab until its fresh blocks are used up */
     {200, 40, false},
     /* Mid: ten spans; the emptied ones go to the HotSpanBox and come back */
-    {3000, 200, true},
+    {3000, 200, true, true},
     /* L25: one block per span, each back through the HotSpanBox */
-    {100 * 1024, 40, true},
+    {100 * 1024, 40, true, true},
 };
 #define CASES (sizeof(cases) / sizeof(cases[0]))
 
@@ -134,8 +138,11 @@ static void check_reuse(struct round *round, size_t c)
         if (!block)
             hard_error("malloc(%zu) failed", cs->size);
         again[taken++] = block;
-        if (inside_freed(block, round->sorted[c], cs->count, cs->size))
-            reused++;
+        bool back = inside_freed(block, round->sorted[c], cs->count, cs->size);
+        for (size_t other = 0; other < CASES && cs->in_spans && !back; other++)
+            back = cases[other].in_spans &&
+                   inside_freed(block, round->sorted[other], cases[other].count, cases[other].size);
+        reused += back;
     }
     if (cs->most_back_at_once)
         CHECK(reused >= cs->count / 2,
@@ -196,8 +203,9 @@ static void run_round(enum freer freer)
                   "%zu B: %llu remote frees counted for %u blocks freed by another thread",
                   cases[c].size, (unsigned long long)(after[c] - before[c]), cases[c].count);
 
-    for (size_t c = 0; c < CASES; c++) {
+    for (size_t c = 0; c < CASES; c++)
         check_reuse(&round, c);
+    for (size_t c = 0; c < CASES; c++) {
         free(round.blocks[c]);
         free(round.sorted[c]);
     }
