@@ -689,11 +689,35 @@ static uintptr_t touched_end(const struct hak_slab *span)
     return (uintptr_t)span->start + (size_t)span->touched_pages * HAK_PAGE_SIZE;
 }
 
-/* Whether span's touched pages hold no whole grain (HAK_LEND_GRAIN) to
- * move. */
+/* How many of the last of span's touched pages may move, up to room bytes,
+ * in whole grains (HAK_LEND_GRAIN); *end: where they end.  Those of one
+ * mapping of the chunk (a span that faulted its pages in) move from any
+ * page, and end where the touched ones do; where a range moved in lies
+ * among them, they lie between grain lines (mappings.h), and the touched
+ * pages past the last line cannot move. */
+static size_t lendable_tail(const struct hak_slab *span, size_t room, uintptr_t *end)
+{
+    const struct hak_arena_chunk *chunk = (const struct hak_arena_chunk *)span->chunk;
+    uintptr_t start = (uintptr_t)span->start;
+    *end = touched_end(span);
+    size_t piece = *end - start < room ? *end - start : room;
+    piece -= piece % HAK_LEND_GRAIN;
+    if (!piece || hak_mappings_one(&chunk->mappings, (const char *)chunk,
+                                   (const char *)(*end - piece), (const char *)*end))
+        return piece;
+    uintptr_t first = hak_lend_grain_up(start);
+    *end = hak_lend_grain_down(*end);
+    if (*end <= first)
+        return 0;
+    piece = *end - first < room ? *end - first : room;
+    return piece - piece % HAK_LEND_GRAIN;
+}
+
+/* Whether none of span's touched pages may move (lendable_tail). */
 static bool too_short_to_lend(const struct hak_slab *span)
 {
-    return hak_lend_grain_down(touched_end(span)) <= hak_lend_grain_up((uintptr_t)span->start);
+    uintptr_t end;
+    return lendable_tail(span, SIZE_MAX, &end) == 0;
 }
 
 /* Under the lock: the oldest span of box that lends or, where it has too
@@ -728,25 +752,22 @@ static void put_back_oldest(struct hot_span_box *box, struct hak_slab *span)
     pthread_mutex_unlock(lock_of(box));
 }
 
-/* The last of span's touched pages that lie on the grain (HAK_LEND_GRAIN),
- * up to room bytes, moved to dst in the container whose mappings to are
- * (at to_base), the others staying a prefix: a SuperSlab's slabs take
- * whole ranges, and lend whole ranges on, where a range that straddled
- * two slabs would be cut into pieces by the first's move.  Those past the
- * last grain line cannot move: they go back to the kernel first (half a
- * slab on average, against the piece that moves); HAK_LEND_REFUSED where
- * it keeps them.  *taken: the bytes of dst taken, a failed move's counted
- * and still the span's (some may be left: mappings.h). */
+/* The last of span's touched pages that may move (lendable_tail), up to
+ * room bytes, moved to dst in the container whose mappings to are (at
+ * to_base), the others staying a prefix: a SuperSlab's slabs take whole
+ * ranges, and lend whole ranges on, where a range that straddled two slabs
+ * would be cut into pieces by the first's move.  Touched pages past a
+ * grain line that cannot move go back to the kernel first (half a grain
+ * on average, against the piece that moves); HAK_LEND_REFUSED where it
+ * keeps them (locked since the lend began).  *taken: the bytes of dst
+ * taken, a failed move's counted and still the span's (some may be left:
+ * mappings.h). */
 static enum hak_lend_result lend_tail(struct hak_slab *span, char *dst, size_t room,
                                       struct hak_mappings *to, const char *to_base, size_t *taken)
 {
     *taken = 0;
-    uintptr_t first = hak_lend_grain_up((uintptr_t)span->start);
-    uintptr_t end = hak_lend_grain_down(touched_end(span));
-    if (end <= first)
-        return HAK_LENT;
-    size_t piece = end - first < room ? end - first : room;
-    piece -= piece % HAK_LEND_GRAIN;
+    uintptr_t end;
+    size_t piece = lendable_tail(span, room, &end);
     if (!piece)
         return HAK_LENT;
     if (end < touched_end(span)) {

@@ -68,13 +68,14 @@ void hak_hot_span_release_stale(unsigned node);
  * after it freed its spans, and with stale ones alone (78 ms) the
  * SuperSlabs faulted in their pages while the spans stayed resident, for
  * the next phase of those sizes; the spans that phase misses take the
- * spares' pages back (arena/shared_pool.h).  Each span lends the whole
- * grains of its resident pages (HAK_LEND_GRAIN), its last ones first, and
- * gives back those past its last grain line; one left with none goes back
- * to the PageArena, one with some stays the oldest.  One that holds no
- * whole grain lends none: a stale one goes back decommitted, a young one
- * stays.  Returns the bytes of dst taken, to being the mappings of dst's
- * SuperSlab, at to_base (mappings.h). */
+ * spares' pages back (arena/shared_pool.h).  Each span lends its last
+ * resident pages first, in whole grains (HAK_LEND_GRAIN: where ranges
+ * moved in lie among them, from grain line to grain line, those past the
+ * last line given back); one left with none goes back to the PageArena,
+ * one with some stays the oldest.  One that can move no grain lends none:
+ * a stale one goes back decommitted, a young one stays.  Returns the bytes
+ * of dst taken, to being the mappings of dst's SuperSlab, at to_base
+ * (mappings.h). */
 size_t hak_hot_span_lend(unsigned node, char *dst, size_t size, struct hak_mappings *to,
                          const char *to_base);
 

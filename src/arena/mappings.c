@@ -60,6 +60,13 @@ static size_t last_start_between(const struct hak_mappings *m, size_t first, siz
     return first;
 }
 
+bool hak_mappings_one(const struct hak_mappings *m, const char *base, const char *start,
+                      const char *end)
+{
+    size_t first = (size_t)(start - base) / HAK_PAGE_SIZE;
+    return last_start_between(m, first, (size_t)(end - base) / HAK_PAGE_SIZE) == first;
+}
+
 enum hak_lend_result hak_mappings_lend(struct hak_mappings *from, const char *from_base, char *src,
                                        size_t size, struct hak_mappings *to, const char *to_base,
                                        char *dst, unsigned node, size_t *moved, size_t *dst_used)

@@ -234,20 +234,23 @@ static struct hak_slab *cut_front(struct page_arena *arena, struct hak_slab *spa
     return front;
 }
 
-/* span, out of the bins, where it may take lent pages (pages of its own
+/* span, out of the bins, where it is to take lent pages (pages of its own
  * hold a grain, in a chunk of small pages, below level 2, where nothing
- * lends), from its first grain line (mappings.h): the pages before go
- * back to the bins as a free span of their own, so that every range moved
- * into span lands on the grain, and span lends whole grains on from its
- * front.  span as it was where it holds fewer than pages after the line,
- * or no descriptor could be had (a lend skips those pages then).  At level
- * 2 the page before a span is another's guard, which catches a write under
- * its first block. */
-static struct hak_slab *start_on_grain(struct page_arena *arena, struct hak_slab *span,
-                                       uint32_t pages)
+ * lends, and node's shared pool may lend), from its first grain line
+ * (mappings.h): the pages before go back to the bins as a free span of
+ * their own, so that every range moved into span lands on the grain.
+ * span as it was where it holds fewer than pages after the line, or no
+ * descriptor could be had (a lend skips those pages then).  Spans that
+ * take none start where their free pages do, as before: the pages before
+ * a line hold only shorter spans, and a span so kept apart from its
+ * neighbours merges with neither in the HotSpanBox (at level 2 the page
+ * before a span is another's guard, which catches a write under its
+ * first block). */
+static struct hak_slab *start_on_grain(struct page_arena *arena, unsigned node,
+                                       struct hak_slab *span, uint32_t pages)
 {
     if (chunk_of(span)->huge_pages || hak_harden.guard_bytes ||
-        (size_t)pages * HAK_PAGE_SIZE < HAK_LEND_GRAIN)
+        (size_t)pages * HAK_PAGE_SIZE < HAK_LEND_GRAIN || !hak_shared_pool_may_lend(node))
         return span;
     uint32_t before =
         (uint32_t)((hak_lend_grain_up((uintptr_t)span->start) - (uintptr_t)span->start) /
@@ -326,7 +329,7 @@ struct hak_slab *hak_page_arena_alloc_up_to(unsigned node, uint32_t pages, uint3
         span = new_chunk(arena, node);
     }
     if (span) {
-        struct hak_slab *whole = start_on_grain(arena, span, pages);
+        struct hak_slab *whole = start_on_grain(arena, node, span, pages);
         /* Whole spans of pages pages, and not in huge pages, which a
          * range moved in would break up. */
         if (most > pages && !chunk_of(whole)->huge_pages)

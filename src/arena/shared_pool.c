@@ -691,10 +691,11 @@ size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, size_t need,
     /* The rest of dst faults in fresh: stale spares that could not lend
      * leave as they would have without lending (those left by the bound
      * on this call's work stay for the next span). */
-    if (lent < need && lent_from < MAX_RETIRED_BY_CALL && oldest != NO_SPARES &&
+    size_t filled = lent ? head + lent : 0;
+    if (filled < need && lent_from < MAX_RETIRED_BY_CALL && oldest != NO_SPARES &&
         hak_os_aged(now, oldest, age_ms))
         release_older(node, now, age_ms, MAX_RETIRED_BY_CALL);
-    return lent ? head + lent : 0;
+    return filled;
 }
 
 size_t hak_shared_pool_release(unsigned node)

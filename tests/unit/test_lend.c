@@ -236,15 +236,38 @@ static void cut_side_by_side(struct hak_slab *span, struct hak_slab **spans, con
     spans[count - 1] = span;
 }
 
-/* count spans of pages[i] pages each, side by side, cut from one of the
- * arena's: where each lands does not hang on where the arena puts a span
- * (one that is to take lent pages on the grain, page_arena.c). */
+/* The arena's span, clean again, out of the test's way. */
+static void arena_free_clean(struct hak_slab *span)
+{
+    hak_os_decommit(span->start, (size_t)span->pages * HAK_PAGE_SIZE);
+    hak_page_arena_free(span);
+}
+
+/* count spans of pages[i] pages each, side by side from a grain line, cut
+ * from one of the arena's: where each lands hangs neither on where the
+ * arena puts a span (one that is to take lent pages on a grain line,
+ * page_arena.c) nor on what moved into the chunk before. */
 static void arena_spans_side_by_side(struct hak_slab **spans, const uint32_t *pages, unsigned count)
 {
     uint32_t total = 0;
     for (unsigned i = 0; i < count; i++)
         total += pages[i];
-    cut_side_by_side(arena_span(total), spans, pages, count);
+    struct hak_slab *span = arena_span(total + SLAB_PAGES - 1);
+    uint32_t to_line =
+        (uint32_t)((hak_lend_grain_up((uintptr_t)span->start) - (uintptr_t)span->start) /
+                   HAK_PAGE_SIZE);
+    struct hak_slab *cut[2];
+    if (to_line) {
+        cut_side_by_side(span, cut, (const uint32_t[]){to_line, 0}, 2);
+        arena_free_clean(cut[0]);
+        span = cut[1];
+    }
+    if (span->pages > total) {
+        cut_side_by_side(span, cut, (const uint32_t[]){total, 0}, 2);
+        arena_free_clean(cut[1]);
+        span = cut[0];
+    }
+    cut_side_by_side(span, spans, pages, count);
 }
 
 /* A span of pages pages of a chunk that may lend (hak_mappings_known): a
@@ -869,8 +892,9 @@ static void test_young_span_lends(void)
     hak_hot_span_release_all(0);
     hak_shared_pool_release(0);
     hold_free_slabs_in_use();
-    struct hak_slab *longer = arena_span(LONG), *fence = arena_span(1),
-                    *shorter = arena_span(SHORT);
+    struct hak_slab *three[3];
+    arena_spans_side_by_side(three, (const uint32_t[]){LONG, 1, SHORT}, 3);
+    struct hak_slab *longer = three[0], *fence = three[1], *shorter = three[2];
     memset(longer->start, 4, (size_t)LONG * HAK_PAGE_SIZE);
     memset(shorter->start, 5, (size_t)SHORT * HAK_PAGE_SIZE);
     longer->kind = shorter->kind = HAK_SLAB_MID;
@@ -948,30 +972,72 @@ static void test_in_use_slabs_lend_and_take_back(void)
     hak_hot_span_release_all(0);
 }
 
-/* A span lends the whole grains of its touched pages (HAK_LEND_GRAIN),
- * last ones first: the SuperSlab's slabs take whole ranges, which lend on
- * whole again.  The pages before its first grain line stay, hot (young: a
- * stale span with no grain left goes back), those past its last go back
- * to the kernel. */
+/* A span that is to take lent pages starts on a grain line, the pages
+ * before it left free in the arena (page_arena.c), so that every range
+ * moved into it lands on the grain (mappings.h). */
+static void test_lent_span_starts_on_the_grain(void)
+{
+    enum { PAGES = HAK_ARENA_USABLE_PAGES - SLAB_PAGES }; /* a chunk of its own */
+    hak_hot_span_release_all(0);
+    hak_page_arena_release_free(0);
+    leave_stale_spare(1, SLAB_PAGES);
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    struct hak_slab *span = arena_span(PAGES);
+    const struct hak_arena_chunk *chunk = (const struct hak_arena_chunk *)span->chunk;
+    char *usable = (char *)chunk + (size_t)HAK_ARENA_HEADER_PAGES * HAK_PAGE_SIZE;
+    char *line = (char *)hak_lend_grain_up((uintptr_t)usable);
+    CHECK(span->start == line && hak_stat_read(HAK_STAT_LENT_BYTES) - lent == HAK_SLAB_SIZE,
+          "a span that took %llu bytes of a stale spare's starts %td pages from its chunk's "
+          "first grain line",
+          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent),
+          (span->start - line) / (ptrdiff_t)HAK_PAGE_SIZE);
+    const struct hak_slab *before = chunk->page_slab[HAK_ARENA_HEADER_PAGES];
+    CHECK(line == usable || (before->kind == HAK_SLAB_FREE_SPAN && before->start == usable &&
+                             before->pages == (size_t)(line - usable) / HAK_PAGE_SIZE),
+          "the pages before the grain line are not a free span of the arena");
+    hak_os_decommit(span->start, (size_t)span->touched_pages * HAK_PAGE_SIZE);
+    hak_page_arena_free(span);
+    hak_shared_pool_release(0);
+    hak_page_arena_release_free(0);
+}
+
+/* A span lends its last resident pages first, in whole grains
+ * (HAK_LEND_GRAIN): the SuperSlab's slabs take whole ranges, which lend on
+ * whole again.  Where a range moved in starts or ends among them, from
+ * grain line to grain line: the pages before its first line stay, hot
+ * (young: a stale span with no grain left goes back), those past its last
+ * go back to the kernel. */
 static void test_span_lends_whole_grains(void)
 {
-    enum { BEFORE = 5, GRAINS = 2, AFTER = 3, TOUCHED = BEFORE + GRAINS * SLAB_PAGES + AFTER };
+    enum {
+        BEFORE = 5,
+        GRAINS = 2,
+        AFTER = 3,
+        LENT = GRAINS + 1,
+        TOUCHED = BEFORE + GRAINS * SLAB_PAGES + AFTER
+    };
     hak_hot_span_release_all(0);
-    hak_shared_pool_release(0);
-    hold_free_slabs_in_use();
-    /* A span from BEFORE pages short of a grain line. */
+    leave_stale_spare(LENT, SLAB_PAGES);
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    struct hak_slab *lent_to = arena_span((LENT + 1) * SLAB_PAGES);
+    if (hak_stat_read(HAK_STAT_LENT_BYTES) - lent != LENT * HAK_SLAB_SIZE ||
+        (uintptr_t)lent_to->start % HAK_LEND_GRAIN)
+        hard_error("a span did not take %d slabs of a stale spare from a grain line", LENT);
+    /* From BEFORE pages short of a grain line, lent pages up to the one
+     * after the next, where the range moved in ends, then fresh ones. */
     struct hak_slab *two[2];
-    arena_spans_side_by_side(
-        two, (const uint32_t[]){SLAB_PAGES - BEFORE, (GRAINS + 1) * SLAB_PAGES + BEFORE}, 2);
-    struct hak_slab *span = two[1];
+    cut_side_by_side(lent_to, two, (const uint32_t[]){SLAB_PAGES - BEFORE, 0}, 2);
+    hak_os_decommit(two[0]->start, (size_t)two[0]->pages * HAK_PAGE_SIZE);
     hak_page_arena_free(two[0]);
+    struct hak_slab *span = two[1];
     char *start = span->start;
     for (uint32_t p = 0; p < TOUCHED; p++)
         memset(start + (size_t)p * HAK_PAGE_SIZE, (int)(p + 1), HAK_PAGE_SIZE);
+    hold_free_slabs_in_use();
     span->kind = HAK_SLAB_MID;
     span->touched_pages = TOUCHED;
     hak_hot_span_put(span);
-    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    lent = hak_stat_read(HAK_STAT_LENT_BYTES);
     take_whole_superslab();
     CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == GRAINS * HAK_SLAB_SIZE &&
               whole[0]->start[0] == (char)(BEFORE + 1) &&
@@ -989,6 +1055,43 @@ static void test_span_lends_whole_grains(void)
     CHECK(!after_resident, "the span's touched pages past its last grain line stayed resident");
     retire_whole_superslab();
     hak_hot_span_release_all(0);
+    give_back_held();
+}
+
+/* A span that faulted its pages in, one mapping of its chunk, lends its
+ * last touched pages in whole grains from any page: the move leaves that
+ * mapping whole (mappings.h).  It keeps the pages before them, hot, and
+ * gives none back. */
+static void test_faulted_span_lends_from_any_page(void)
+{
+    enum { ODD = 3, KEPT = 8, GRAINS = 2, TOUCHED = KEPT + GRAINS * SLAB_PAGES };
+    hak_hot_span_release_all(0);
+    hak_shared_pool_release(0); /* nothing lends to the span */
+    hold_free_slabs_in_use();
+    /* A chunk of its own (nothing moved into it since it was mapped), from
+     * ODD pages past its first span. */
+    struct hak_slab *two[2];
+    cut_side_by_side(arena_span(HAK_ARENA_USABLE_PAGES), two, (const uint32_t[]){ODD, 0}, 2);
+    hak_page_arena_free(two[0]);
+    struct hak_slab *span = two[1];
+    char *start = span->start;
+    for (uint32_t p = 0; p < TOUCHED; p++)
+        memset(start + (size_t)p * HAK_PAGE_SIZE, (int)(p + 1), HAK_PAGE_SIZE);
+    span->kind = HAK_SLAB_MID;
+    span->touched_pages = TOUCHED;
+    hak_hot_span_put(span);
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    take_whole_superslab();
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == GRAINS * HAK_SLAB_SIZE &&
+              whole[0]->start[0] == (char)(KEPT + 1) &&
+              whole[1]->start[0] == (char)(KEPT + SLAB_PAGES + 1),
+          "a span faulted in at an odd page lent %llu bytes, not its last %d grains' worth",
+          (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), GRAINS);
+    CHECK(box_bytes() == (size_t)KEPT * HAK_PAGE_SIZE && pages_resident(start, KEPT),
+          "the span did not keep its first %d pages hot (%zu bytes in the box)", KEPT, box_bytes());
+    retire_whole_superslab();
+    hak_hot_span_release_all(0);
+    hak_page_arena_release_free(0);
     give_back_held();
 }
 
@@ -1297,9 +1400,11 @@ static void test_pages_move_back_and_forth(void)
     hak_shared_pool_release(0);
     hold_free_slabs_in_use();
     unsigned refused = mremap_refusals;
-    put_tagged(arena_span(FIRST), 0);
-    struct hak_slab *apart = arena_span(1); /* no merge of the two */
-    put_tagged(arena_span(SECOND), FIRST);
+    struct hak_slab *three[3];
+    arena_spans_side_by_side(three, (const uint32_t[]){FIRST, SLAB_PAGES, SECOND}, 3);
+    struct hak_slab *apart = three[1]; /* no merge of the two */
+    put_tagged(three[0], 0);
+    put_tagged(three[2], FIRST);
     unit_sleep_ms(2 * STALE_MS);
     for (unsigned round = 0; round < ROUNDS; round++) {
         uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
@@ -1465,7 +1570,9 @@ int main(int argc, char **argv)
     test_locked_memory_lends_nothing();
     test_superslab_takes_span_pages();
     test_young_span_lends();
+    test_lent_span_starts_on_the_grain();
     test_span_lends_whole_grains();
+    test_faulted_span_lends_from_any_page();
     test_span_short_of_a_slab_lends_none();
     test_merged_span_lends_every_resident_page();
     test_discards_over_budget_wait_for_a_lend();

@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "arena/hot_span_box.h"
-#include "arena/mappings.h"
 #include "arena/meta.h"
 #include "arena/page_arena.h"
 #include "arena/page_map.h"
@@ -199,33 +198,6 @@ static void test_coalescing(void)
     }
 }
 
-/* A span that may take lent pages (a grain of its own or more,
- * mappings.h) starts on the grain, whatever was handed out before it, so
- * that every range moved into it lands on the grain; the pages before it
- * stay free, and a shorter span starts where they do. */
-static void test_spans_start_on_the_grain(void)
-{
-    enum { GRAIN_PAGES = HAK_LEND_GRAIN / HAK_PAGE_SIZE };
-    struct hak_slab *odd = alloc_span(3);
-    if (((struct hak_arena_chunk *)odd->chunk)->huge_pages)
-        hard_error("the test's chunk is in huge pages, which take no lent pages");
-    struct hak_slab *span = alloc_span(GRAIN_PAGES + 5);
-    struct hak_slab *shorter = alloc_span(2);
-    char *grain_line = (char *)hak_lend_grain_up((uintptr_t)odd->end);
-    CHECK(span->chunk == odd->chunk && span->start == grain_line,
-          "a span of %d pages after one ending %zu pages past a grain line starts %td pages "
-          "off the next one",
-          GRAIN_PAGES + 5, (size_t)((uintptr_t)odd->end % HAK_LEND_GRAIN / HAK_PAGE_SIZE),
-          (span->start - grain_line) / (ptrdiff_t)HAK_PAGE_SIZE);
-    CHECK(shorter->start == (grain_line == odd->end ? span->end : odd->end),
-          "a span of 2 pages did not take the free pages before the grain line");
-    struct hak_chunk_head *chunk = odd->chunk;
-    free_span(shorter);
-    free_span(span);
-    free_span(odd);
-    check_chunk_whole(chunk, "after the spans on the grain");
-}
-
 /* More than a chunk's worth: several chunks, and all but one spare go back
  * to the OS once everything is freed. */
 static void test_several_chunks(void)
@@ -329,17 +301,9 @@ static void test_chunk_batches(void)
 static struct hak_slab *alloc_fenced(uint32_t pages, struct hak_slab **fence)
 {
     struct hak_slab *span = alloc_span(pages);
-    /* A span of a grain or more starts on the grain, the pages before it
-     * free (page_arena.c): single pages come from those first. */
-    struct hak_slab *before[HAK_LEND_GRAIN / HAK_PAGE_SIZE];
-    unsigned count = 0;
-    while ((*fence = alloc_span(1))->start != span->end) {
-        if (count == sizeof(before) / sizeof(before[0]))
-            hard_error("the arena did not place a page right after a span of %u pages", pages);
-        before[count++] = *fence;
-    }
-    while (count)
-        free_span(before[--count]);
+    *fence = alloc_span(1);
+    if ((*fence)->start != span->end)
+        hard_error("the arena did not place a page right after a span of %u pages", pages);
     return span;
 }
 
@@ -965,7 +929,6 @@ int main(void)
      * this long must not wrap around to evict everything at once. */
     hak_options.decay_ms = UINT64_MAX;
     test_coalescing();
-    test_spans_start_on_the_grain();
     test_several_chunks();
     test_chunk_batches();
     test_hot_take_back();

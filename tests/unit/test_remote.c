@@ -4,8 +4,9 @@
  * blocks ones that start inside them or inside those of the other of the
  * two (the HotSpanBox merges neighbouring freed spans and cuts them again
  * where the next request needs, from the best fitting span whatever class
- * it held: the L25 spans, each apart from the next where spans start on a
- * grain line, page_arena.c, serve the Mid requests first).
+ * it held: in the second round, whose spans take the first's pages, the
+ * L25 spans start on grain lines, apart, and serve Mid requests first,
+ * arena/page_arena.c).
  *
  * A free by another thread of the same node waits in the freeing thread's
  * heap first (a small block among those of other heaps' slabs, a Mid or L25
@@ -32,10 +33,10 @@ struct class_case {
 
 static const struct class_case cases[] = {
     /* C2 (48 B): three slabs, two of them full when B frees */
-    {48, 3000, true},
+    {48, 3000, true, false},
     /* C10 (224 B): a few more than go home at once, the rest at B's exit;
      * they wait on A's current slab until its fresh blocks are used up */
-    {200, 40, false},
+    {200, 40, false, false},
     /* Mid: ten spans; the emptied ones go to the HotSpanBox and come back */
     {3000, 200, true, true},
     /* L25: one block per span, each back through the HotSpanBox */
