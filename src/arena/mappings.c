@@ -60,6 +60,18 @@ static size_t last_start_between(const struct hak_mappings *m, size_t first, siz
     return first;
 }
 
+/* Marks in to, from at_page on, the pages after first and before end that
+ * may start a mapping in from: a range moved over several mappings lands
+ * as as many, and the bits of the container it lands in must know them
+ * all (hak_mappings_one). */
+static void copy_starts_between(struct hak_mappings *to, size_t at_page,
+                                const struct hak_mappings *from, size_t first, size_t end)
+{
+    for (size_t page = last_start_between(from, first, end); page > first;
+         page = last_start_between(from, first, page))
+        mark_start(to, at_page + (page - first));
+}
+
 bool hak_mappings_one(const struct hak_mappings *m, const char *base, const char *start,
                       const char *end)
 {
@@ -86,6 +98,8 @@ enum hak_lend_result hak_mappings_lend(struct hak_mappings *from, const char *fr
         size_t at_page = (size_t)(at - to_base) / HAK_PAGE_SIZE;
         mark_start(to, at_page);
         mark_start(to, at_page + piece / HAK_PAGE_SIZE);
+        if (whole)
+            copy_starts_between(to, at_page, from, start, end);
         *dst_used = *moved + piece;
         if (result == HAK_LEND_FAILED) {
             /* A mapping the bits do not know of (the program's madvise or

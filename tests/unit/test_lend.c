@@ -1470,6 +1470,71 @@ static void test_partly_lent_span_lends_whole(void)
     give_back_held();
 }
 
+/* A range moved over several mappings lands as as many, and the bits of
+ * the container it lands in know them all: a span over them lends from
+ * grain line to grain line, not from any page as one of a single mapping
+ * does, and no mapping of the SuperSlab it lends to starts off the grain.
+ * Three stale spans lend to a fresh SuperSlab's first slabs, three
+ * mappings; stale as a spare, it lends them to a span in one move; a span
+ * cut from that one at an odd page, its last pages short of a grain line,
+ * lends to the next SuperSlab. */
+static void test_span_over_moved_mappings_lends_on_the_grain(void)
+{
+    enum { SLABS = 3, ODD = 5, SHORT = 3, TOUCHED = SLABS * SLAB_PAGES - ODD - SHORT };
+    hak_hot_span_release_all(0);
+    hak_shared_pool_release(0);
+    hold_free_slabs_in_use();
+    struct hak_slab *five[2 * SLABS - 1];
+    arena_spans_side_by_side(five, (const uint32_t[]){SLAB_PAGES, 1, SLAB_PAGES, 1, SLAB_PAGES},
+                             2 * SLABS - 1);
+    for (unsigned i = 0; i < SLABS; i++)
+        put_tagged(five[2 * i], i * SLAB_PAGES);
+    unit_sleep_ms(2 * STALE_MS);
+    take_whole_superslab();
+    const char *ss_slabs = whole[0]->start;
+    if (mappings_over(ss_slabs, ss_slabs + SLABS * HAK_SLAB_SIZE) != SLABS)
+        hard_error("a fresh SuperSlab's first %d slabs, lent by %d spans, are %u mappings", SLABS,
+                   SLABS, mappings_over(ss_slabs, ss_slabs + SLABS * HAK_SLAB_SIZE));
+    for (unsigned i = 0; i < SLABS_PER_SS; i++) {
+        whole[i]->block_size = 0; /* they carved no blocks */
+        hak_shared_pool_give(whole[i]);
+    }
+    give_back_held();
+    unit_sleep_ms(2 * STALE_MS);
+    uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    struct hak_slab *over = arena_span(SLABS * SLAB_PAGES);
+    if (hak_stat_read(HAK_STAT_LENT_BYTES) - lent != SLABS * HAK_SLAB_SIZE ||
+        (uintptr_t)over->start % HAK_LEND_GRAIN)
+        hard_error("a span did not take the stale spare's %d slabs from a grain line", SLABS);
+    const char *chunk = (const char *)over->chunk;
+    struct hak_slab *two[2];
+    cut_side_by_side(over, two, (const uint32_t[]){ODD, 0}, 2);
+    arena_free_clean(two[0]);
+    struct hak_slab *span = two[1];
+    span->kind = HAK_SLAB_MID;
+    span->touched_pages = TOUCHED;
+    hak_hot_span_release_all(0);
+    hak_shared_pool_release(0);
+    hold_free_slabs_in_use();
+    hak_hot_span_put(span);
+    lent = hak_stat_read(HAK_STAT_LENT_BYTES);
+    take_whole_superslab();
+    const char *ss = (const char *)whole[0]->chunk;
+    unsigned in_ss = mappings_off_grain(ss, ss + HAK_SUPERSLAB_SIZE);
+    unsigned in_chunk = mappings_off_grain(chunk, chunk + HAK_ARENA_CHUNK_SIZE);
+    CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == HAK_SLAB_SIZE && in_ss == 0 && in_chunk == 0,
+          "a span over %d moved mappings, from %d pages past a grain line to %d short of one, "
+          "lent %llu bytes, not the one grain between, and left %u mappings of the SuperSlab "
+          "and %u of its chunk off the grain",
+          SLABS, ODD, SHORT, (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), in_ss,
+          in_chunk);
+    retire_whole_superslab();
+    hak_hot_span_release_all(0);
+    for (unsigned i = 1; i < 2 * SLABS - 1; i += 2)
+        hak_page_arena_free(five[i]);
+    give_back_held();
+}
+
 /* The chunk of the span. */
 static const void *refused_chunk;
 
@@ -1578,6 +1643,7 @@ int main(int argc, char **argv)
     test_discards_over_budget_wait_for_a_lend();
     test_pages_move_back_and_forth();
     test_partly_lent_span_lends_whole();
+    test_span_over_moved_mappings_lends_on_the_grain();
     test_moves_stay_on_the_grain();
     test_failed_move_ends_lends_of_its_chunk();
     if (hak_superslab_region_exists())
