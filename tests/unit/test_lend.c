@@ -725,8 +725,10 @@ static void test_locked_memory_lends_nothing(void)
     CHECK(hak_os_can_lend(), "a process whose memory is unlocked again may not lend");
 }
 
-/* The kernel mappings that hold a byte of [start, end). */
-static unsigned mappings_over(const char *start, const char *end)
+/* The kernel mappings [from, to) of which counted(from, to, start, end)
+ * holds. */
+static unsigned count_mappings(const char *start, const char *end,
+                               bool (*counted)(uintptr_t, uintptr_t, const char *, const char *))
 {
     FILE *maps = fopen("/proc/self/maps", "r");
     if (!maps)
@@ -735,29 +737,35 @@ static unsigned mappings_over(const char *start, const char *end)
     unsigned long from, to;
     char line[512];
     while (fgets(line, sizeof(line), maps))
-        if (sscanf(line, "%lx-%lx", &from, &to) == 2 && from < (uintptr_t)end &&
-            to > (uintptr_t)start)
+        if (sscanf(line, "%lx-%lx", &from, &to) == 2 && counted(from, to, start, end))
             count++;
     fclose(maps);
     return count;
+}
+
+static bool holds_a_byte(uintptr_t from, uintptr_t to, const char *start, const char *end)
+{
+    return from < (uintptr_t)end && to > (uintptr_t)start;
+}
+
+static bool starts_inside_off_grain(uintptr_t from, uintptr_t to, const char *start,
+                                    const char *end)
+{
+    (void)to;
+    return from > (uintptr_t)start && from < (uintptr_t)end && from % HAK_LEND_GRAIN;
+}
+
+/* The kernel mappings that hold a byte of [start, end). */
+static unsigned mappings_over(const char *start, const char *end)
+{
+    return count_mappings(start, end, holds_a_byte);
 }
 
 /* The kernel mappings that start inside [start, end) off the grain
  * (HAK_LEND_GRAIN). */
 static unsigned mappings_off_grain(const char *start, const char *end)
 {
-    FILE *maps = fopen("/proc/self/maps", "r");
-    if (!maps)
-        hard_error("cannot read /proc/self/maps");
-    unsigned count = 0;
-    unsigned long from, to;
-    char line[512];
-    while (fgets(line, sizeof(line), maps))
-        if (sscanf(line, "%lx-%lx", &from, &to) == 2 && from > (uintptr_t)start &&
-            from < (uintptr_t)end && from % HAK_LEND_GRAIN)
-            count++;
-    fclose(maps);
-    return count;
+    return count_mappings(start, end, starts_inside_off_grain);
 }
 
 /* Every range a lend moves starts and ends on the grain, where it leaves
