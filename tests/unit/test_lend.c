@@ -771,8 +771,9 @@ static unsigned mappings_off_grain(const char *start, const char *end)
 /* Every range a lend moves starts and ends on the grain, where it leaves
  * and where it lands, so that every kernel mapping in a chunk or a
  * SuperSlab does, however often pages go back and forth: round after
- * round, a span after a few odd pages held, of an odd length, takes a
- * stale spare's slabs, and then, stale, lends them to the next SuperSlab.
+ * round, a span of an odd length in a chunk of its own, whose first free
+ * page (past the chunk's header) is not on a grain line, takes a stale
+ * spare's slabs, and then, stale, lends them to the next SuperSlab.
  * Moved at any page, such ranges cut the mappings finer at every round
  * (README: 95 a SuperSlab after 80 rounds of bench/phases, and slower
  * moves). */
@@ -781,10 +782,14 @@ static void test_moves_stay_on_the_grain(void)
     enum { ROUNDS = 4, SLABS = 3, PAGES = SLABS * SLAB_PAGES + 5 };
     for (unsigned round = 0; round < ROUNDS; round++) {
         hak_hot_span_release_all(0);
-        struct hak_slab *odd = arena_span(round + 1); /* before the spare: it would retire it */
+        hak_page_arena_release_free(0);
         leave_stale_spare(SLABS, SLAB_PAGES);
         uint64_t lent = hak_stat_read(HAK_STAT_LENT_BYTES);
-        struct hak_slab *span = arena_span(PAGES);
+        struct hak_slab *two[2];
+        cut_side_by_side(arena_span(HAK_ARENA_USABLE_PAGES - SLAB_PAGES), two,
+                         (const uint32_t[]){PAGES, 0}, 2);
+        arena_free_clean(two[1]);
+        struct hak_slab *span = two[0];
         CHECK(hak_stat_read(HAK_STAT_LENT_BYTES) - lent == SLABS * HAK_SLAB_SIZE,
               "round %u: a span took %llu bytes of a stale spare's, not its %d slabs'", round,
               (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), SLABS);
@@ -794,7 +799,6 @@ static void test_moves_stay_on_the_grain(void)
         span->kind = HAK_SLAB_MID;
         span->touched_pages = PAGES;
         hak_hot_span_put(span);
-        hak_page_arena_free(odd);
         unit_sleep_ms(2 * STALE_MS);
         lent = hak_stat_read(HAK_STAT_LENT_BYTES);
         take_whole_superslab();
@@ -1097,6 +1101,9 @@ static void test_faulted_span_lends_from_any_page(void)
           (unsigned long long)(hak_stat_read(HAK_STAT_LENT_BYTES) - lent), GRAINS);
     CHECK(box_bytes() == (size_t)KEPT * HAK_PAGE_SIZE && pages_resident(start, KEPT),
           "the span did not keep its first %d pages hot (%zu bytes in the box)", KEPT, box_bytes());
+    CHECK(mappings_over(start, start + (size_t)TOUCHED * HAK_PAGE_SIZE) == 1,
+          "the span's chunk is %u mappings over the pages it lent from, not one",
+          mappings_over(start, start + (size_t)TOUCHED * HAK_PAGE_SIZE));
     retire_whole_superslab();
     hak_hot_span_release_all(0);
     hak_page_arena_release_free(0);
@@ -1493,8 +1500,9 @@ static void test_span_over_moved_mappings_lends_on_the_grain(void)
     hak_shared_pool_release(0);
     hold_free_slabs_in_use();
     struct hak_slab *five[2 * SLABS - 1];
-    arena_spans_side_by_side(five, (const uint32_t[]){SLAB_PAGES, 1, SLAB_PAGES, 1, SLAB_PAGES},
-                             2 * SLABS - 1);
+    arena_spans_side_by_side(
+        five, (const uint32_t[]){SLAB_PAGES, SLAB_PAGES, SLAB_PAGES, SLAB_PAGES, SLAB_PAGES},
+        2 * SLABS - 1);
     for (unsigned i = 0; i < SLABS; i++)
         put_tagged(five[2 * i], i * SLAB_PAGES);
     unit_sleep_ms(2 * STALE_MS);
@@ -1519,6 +1527,7 @@ static void test_span_over_moved_mappings_lends_on_the_grain(void)
     cut_side_by_side(over, two, (const uint32_t[]){ODD, 0}, 2);
     arena_free_clean(two[0]);
     struct hak_slab *span = two[1];
+    hak_os_decommit(span->start + (size_t)TOUCHED * HAK_PAGE_SIZE, (size_t)SHORT * HAK_PAGE_SIZE);
     span->kind = HAK_SLAB_MID;
     span->touched_pages = TOUCHED;
     hak_hot_span_release_all(0);
