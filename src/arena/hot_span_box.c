@@ -766,12 +766,12 @@ static enum hak_lend_result lend_tail(struct hak_slab *span, char *dst, size_t r
                                       struct hak_mappings *to, const char *to_base, size_t *taken)
 {
     *taken = 0;
-    uintptr_t end;
+    uintptr_t end, touched = touched_end(span);
     size_t piece = lendable_tail(span, room, &end);
     if (!piece)
         return HAK_LENT;
-    if (end < touched_end(span)) {
-        if (!hak_os_decommit((void *)end, touched_end(span) - end))
+    if (end < touched) {
+        if (!hak_os_decommit((void *)end, touched - end))
             return HAK_LEND_REFUSED;
         span->touched_pages = (uint32_t)((end - (uintptr_t)span->start) / HAK_PAGE_SIZE);
     }

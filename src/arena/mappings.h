@@ -60,15 +60,14 @@ bool hak_mappings_one(const struct hak_mappings *m, const char *base, const char
  * grain (HAK_LEND_GRAIN), and src too unless the range lies in one of
  * from's mappings (hak_mappings_one), which the move leaves whole (the
  * kernel keeps the mapping the pages leave): one of from's mappings at a
- * time where the
- * kernel moves over no more (hak_os_moves_over_mappings), src's last ones
- * first, each to dst's first bytes not yet moved to, so that what moved
- * is always a suffix of src and a prefix of dst, *moved bytes long.
- * *dst_used counts a failed move's bytes too (dst may hold some of its
- * pages, and is bound to node again), src counting them still, and from
- * moves no more pages (hak_mappings_known).  to counts each range and
- * where it starts and ends.  HAK_LENT when all moved; else the result of
- * the move that stopped it (os.h). */
+ * time where the kernel moves over no more (hak_os_moves_over_mappings),
+ * src's last ones first, each to dst's first bytes not yet moved to, so
+ * that what moved is always a suffix of src and a prefix of dst, *moved
+ * bytes long.  *dst_used counts a failed move's bytes too (dst may hold
+ * some of its pages, and is bound to node again), src counting them
+ * still, and from moves no more pages (hak_mappings_known).  to counts
+ * each range and where its mappings start and end.  HAK_LENT when all
+ * moved; else the result of the move that stopped it (os.h). */
 enum hak_lend_result hak_mappings_lend(struct hak_mappings *from, const char *from_base, char *src,
                                        size_t size, struct hak_mappings *to, const char *to_base,
                                        char *dst, unsigned node, size_t *moved, size_t *dst_used);

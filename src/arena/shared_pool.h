@@ -39,22 +39,21 @@ void hak_shared_pool_release_stale(unsigned node);
  * pages of the spares' wholly touched free slabs, oldest spare first, move
  * to [dst, dst + size), from its first grain line (mappings.h), in place
  * of the untouched pages there (hak_os_lend), and those spares leave, but
- * for the last, which
- * stays while it holds pages (in the SuperSlab region; one outside leaves
- * too); then those of the free slabs of SuperSlabs in use, which come back
- * with no page (with what a failed move left).  A spare lends before it is
- * stale (as above) only in the region; the oldest spare that cannot stops
- * the spares' lending until it is stale, and one the kernel refused a move
- * leaves, however young.  Where they cannot fill need bytes of dst (the
- * span's own; the rest is lent ahead, hot_span_box.h), the stale spares
- * left leave as above.  Returns the bytes of dst so filled, the pages
- * before the grain line with them where any moved (with those of a move
- * the kernel refused, which may hold some of the pages: calloc zeroes
- * them), to being the mappings of dst's chunk, at to_base
- * (mappings.h).  A program whose small blocks of one phase give way to
- * bigger ones in the next takes no page faults for the memory the first
- * left (phases: 46k faults in place of 81k, 0.09 s of system time in place
- * of 0.13), and keeps no more resident than before. */
+ * for the last, which stays while it holds pages (in the SuperSlab region;
+ * one outside leaves too); then those of the free slabs of SuperSlabs in
+ * use, which come back with no page (with what a failed move left).  A
+ * spare lends before it is stale (as above) only in the region; the oldest
+ * spare that cannot stops the spares' lending until it is stale, and one
+ * the kernel refused a move leaves, however young.  Where they cannot fill
+ * need bytes of dst (the span's own; the rest is lent ahead,
+ * hot_span_box.h), the stale spares left leave as above.  Returns the
+ * bytes of dst so filled, the pages before the grain line with them where
+ * any moved (with those of a move the kernel refused, which may hold some
+ * of the pages: calloc zeroes them), to being the mappings of dst's chunk,
+ * at to_base (mappings.h).  A program whose small blocks of one phase give
+ * way to bigger ones in the next takes no page faults for the memory the
+ * first left (phases: 46k faults in place of 81k, 0.09 s of system time in
+ * place of 0.13), and keeps no more resident than before. */
 size_t hak_shared_pool_lend(unsigned node, char *dst, size_t size, size_t need,
                             struct hak_mappings *to, const char *to_base);
 /* Whether node has a spare that may lend now, or a SuperSlab in use may
