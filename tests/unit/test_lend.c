@@ -236,7 +236,15 @@ static void cut_side_by_side(struct hak_slab *span, struct hak_slab **spans, con
     spans[count - 1] = span;
 }
 
-/* The arena's span, clean again, out of the test's way. */
+/* The pages from span's first to its first grain line (HAK_LEND_GRAIN). */
+static uint32_t pages_to_grain_line(const struct hak_slab *span)
+{
+    return (uint32_t)((hak_lend_grain_up((uintptr_t)span->start) - (uintptr_t)span->start) /
+                      HAK_PAGE_SIZE);
+}
+
+/* The arena's span back to it, its pages given back first: the arena keeps
+ * clean spans. */
 static void arena_free_clean(struct hak_slab *span)
 {
     hak_os_decommit(span->start, (size_t)span->pages * HAK_PAGE_SIZE);
@@ -253,9 +261,7 @@ static void arena_spans_side_by_side(struct hak_slab **spans, const uint32_t *pa
     for (unsigned i = 0; i < count; i++)
         total += pages[i];
     struct hak_slab *span = arena_span(total + SLAB_PAGES - 1);
-    uint32_t to_line =
-        (uint32_t)((hak_lend_grain_up((uintptr_t)span->start) - (uintptr_t)span->start) /
-                   HAK_PAGE_SIZE);
+    uint32_t to_line = pages_to_grain_line(span);
     struct hak_slab *cut[2];
     if (to_line) {
         cut_side_by_side(span, cut, (const uint32_t[]){to_line, 0}, 2);
@@ -431,12 +437,10 @@ static void test_lend_ahead_takes_whole_spans(void)
     /* In a new chunk, FREE_PAGES free from a grain line on, a held span on
      * either side. */
     struct hak_slab *whole_chunk = arena_span(HAK_ARENA_USABLE_PAGES);
-    uint32_t to_line = (uint32_t)((hak_lend_grain_up((uintptr_t)whole_chunk->start) -
-                                   (uintptr_t)whole_chunk->start) /
-                                  HAK_PAGE_SIZE);
     struct hak_slab *three[3];
-    cut_side_by_side(whole_chunk, three, (const uint32_t[]){to_line + SLAB_PAGES, FREE_PAGES, 0},
-                     3);
+    cut_side_by_side(
+        whole_chunk, three,
+        (const uint32_t[]){pages_to_grain_line(whole_chunk) + SLAB_PAGES, FREE_PAGES, 0}, 3);
     struct hak_slab *front = three[0], *free_pages = three[1], *back = three[2];
     char *first = free_pages->start;
     hak_page_arena_free(free_pages);
@@ -635,8 +639,7 @@ static void test_young_spare_lends(void)
           mremap_refusals - refused);
     hak_page_arena_free(first);
     hak_page_arena_free(second);
-    hak_os_decommit(third->start, HAK_SLAB_SIZE); /* the arena keeps clean spans */
-    hak_page_arena_free(third);
+    arena_free_clean(third);
     hak_page_arena_free(fourth);
     hak_shared_pool_release(0);
     hak_options.decay_ms = decay_ms;
@@ -670,8 +673,7 @@ static void test_kernel_refuses(void)
         CHECK(!unit_page_resident(whole[0]->start),
               "errno %d: a stale spare kept its pages when the kernel refused to lend them",
               refusals[r]);
-        hak_os_decommit(span->start, HAK_SLAB_SIZE); /* the arena keeps clean spans */
-        hak_page_arena_free(span);
+        arena_free_clean(span);
     }
     leave_stale_spare(1, SLAB_PAGES);
     unsigned refused = mremap_refusals;
@@ -1007,8 +1009,7 @@ static void test_lent_span_starts_on_the_grain(void)
     CHECK(line == usable || (before->kind == HAK_SLAB_FREE_SPAN && before->start == usable &&
                              before->pages == (size_t)(line - usable) / HAK_PAGE_SIZE),
           "the pages before the grain line are not a free span of the arena");
-    hak_os_decommit(span->start, (size_t)span->touched_pages * HAK_PAGE_SIZE);
-    hak_page_arena_free(span);
+    arena_free_clean(span);
     hak_shared_pool_release(0);
     hak_page_arena_release_free(0);
 }
@@ -1039,8 +1040,7 @@ static void test_span_lends_whole_grains(void)
      * after the next, where the range moved in ends, then fresh ones. */
     struct hak_slab *two[2];
     cut_side_by_side(lent_to, two, (const uint32_t[]){SLAB_PAGES - BEFORE, 0}, 2);
-    hak_os_decommit(two[0]->start, (size_t)two[0]->pages * HAK_PAGE_SIZE);
-    hak_page_arena_free(two[0]);
+    arena_free_clean(two[0]);
     struct hak_slab *span = two[1];
     char *start = span->start;
     for (uint32_t p = 0; p < TOUCHED; p++)
@@ -1133,10 +1133,8 @@ static void test_in_use_failed_move_ends_its_lends(void)
     CHECK(mremap_refusals == refused + 1,
           "a SuperSlab in use whose move failed was tried %u times, not once",
           mremap_refusals - refused);
-    for (unsigned i = 0; i < LENDERS; i++) {
-        hak_os_decommit(spans[i]->start, HAK_SLAB_SIZE); /* the arena keeps clean spans */
-        hak_page_arena_free(spans[i]);
-    }
+    for (unsigned i = 0; i < LENDERS; i++)
+        arena_free_clean(spans[i]);
     for (unsigned i = 0; i < SLABS_PER_SS; i++)
         if (i == 0 || i > LENDERS)
             hak_shared_pool_give(whole[i]);
