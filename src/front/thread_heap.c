@@ -1185,9 +1185,10 @@ static void *refill(struct hak_heap *heap, size_t size, unsigned cls)
      * however short, where it leaves the cache room for the frees after
      * (frees_room): its blocks were freed a while ago, often by another
      * thread, and reading them one after another waits on a cache miss
-     * each, where malloc's pop fetches each next block while the program
-     * works.  xthread ran 1.64 times as fast (40% of its time had gone to
-     * such reads), xmalloc_deep 1.16 times.  A short list walked and
+     * each, where malloc's pops read them one at a time while the program
+     * works (hak_heap_take).  xthread ran 1.64 times as fast (40% of its
+     * time had gone to such reads), xmalloc_deep 1.16 times, when those
+     * pops also prefetched each next block.  A short list walked and
      * taken with the next slabs' blocks, as before, left xthread at
      * 1.12-1.26; one put behind the blocks taken next, carved or the next
      * slab's, at 1.21-1.41 and phases at 0.96 (its program wrote blocks
