@@ -23,6 +23,7 @@ struct hak_options {
     uint32_t mid_ring;                    /* blocks a thread caches per Mid class */
     uint32_t l25_ring;                    /* blocks a thread caches per L25 class */
     size_t ring_bytes;                    /* bound on the bytes cached per Mid/L25 class */
+    uint32_t parked_heaps;                /* exited threads' heaps kept per node for new ones */
     uint32_t numa;                        /* enum hak_numa_mode */
     uint32_t numa_policy;                 /* enum hak_numa_policy */
     size_t interleave_bytes;              /* large blocks from this size spread over all nodes */

@@ -10,6 +10,7 @@ struct hak_options hak_options = {
     .mid_ring = 48,
     .l25_ring = 16,
     .ring_bytes = 512u << 10,
+    .parked_heaps = 4,
     .numa = HAK_NUMA_AUTO,
     .numa_policy = HAK_POLICY_PREFERRED,
     .interleave_bytes = 0,
@@ -82,6 +83,13 @@ const struct hak_option hak_option_table[] = {
     {"HAKMEM_RING_BYTES", HAK_OPT_BYTES, &hak_options.ring_bytes,
      "bound on the bytes cached per Mid/L25 class and thread at first",
      "bound on the bytes one thread caches per Mid/L25 class at first", NULL},
+    {"HAKMEM_PARKED_HEAPS", HAK_OPT_U32, &hak_options.parked_heaps,
+     "exited threads' heaps kept per node for the next threads to take over (0: none)",
+     "heaps of exited threads kept per NUMA node, their small caches and slabs as the threads "
+     "left them, for the node's next new threads to take over; one kept for `HAKMEM_DECAY_MS`, "
+     "or past this many newer ones, gives its blocks and slabs back as an exiting thread's "
+     "does with `0`, and so do all at `malloc_trim`",
+     NULL},
     {"HAKMEM_HUGE_PAGES", HAK_OPT_CHOICE, &hak_options.huge_pages,
      "1: huge pages for Mid/L25 chunks past 8 MiB and for written large blocks; auto: as 1, "
      "but none in a VM whose host takes back freed memory, unless small pages fault slowly there",

@@ -22,6 +22,7 @@ enum hak_stat {
     HAK_STAT_ABANDONED_SLABS,
     HAK_STAT_ADOPTED_SLABS,
     HAK_STAT_THREADS,
+    HAK_STAT_HEAPS_INHERITED, /* thread heaps taken over from exited threads */
     /* Gauges, up and down: the blocks in use outside the slabs. */
     HAK_STAT_LARGE_LIVE,        /* large mappings handed out */
     HAK_STAT_LARGE_LIVE_MAPPED, /* their bytes mapped */

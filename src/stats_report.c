@@ -31,6 +31,7 @@ static const char *const counter_names[HAK_STAT_COUNT] = {
     [HAK_STAT_ABANDONED_SLABS] = "slabs_abandoned",
     [HAK_STAT_ADOPTED_SLABS] = "slabs_adopted",
     [HAK_STAT_THREADS] = "thread_heaps",
+    [HAK_STAT_HEAPS_INHERITED] = "heaps_inherited",
     [HAK_STAT_LARGE_LIVE] = "large_in_use",
     [HAK_STAT_LARGE_LIVE_MAPPED] = "large_in_use_mapped",
     [HAK_STAT_LARGE_LIVE_USABLE] = "large_in_use_usable",

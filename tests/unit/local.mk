@@ -30,7 +30,8 @@ UNIT_TESTS = \
 	tests/unit/test_os_map \
 	tests/unit/test_startup_reads \
 	tests/unit/test_old_kernel_moves \
-	tests/unit/test_large_mappings
+	tests/unit/test_large_mappings \
+	tests/unit/test_parked_heap
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 
@@ -71,6 +72,11 @@ tests_unit_test_large_mappings_SOURCES = tests/unit/test_large_mappings.c tests/
 tests_unit_test_large_mappings_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_large_mappings_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_large_mappings_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_parked_heap_SOURCES = tests/unit/test_parked_heap.c tests/unit/unit.h
+tests_unit_test_parked_heap_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_parked_heap_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_parked_heap_LDADD = $(UNIT_LDADD)
 
 tests_unit_test_slab_SOURCES = tests/unit/test_slab.c tests/unit/unit.h
 tests_unit_test_slab_CPPFLAGS = $(UNIT_CPPFLAGS)

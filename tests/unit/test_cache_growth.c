@@ -552,7 +552,11 @@ int main(void)
     /* main's heap, which the shares below count. */
     void *volatile block = malloc(64);
     free(block);
-    /* A thread of its own: a fresh heap, whatever the start-up allocated. */
+    /* A thread of its own: a fresh heap, whatever the start-up allocated,
+     * and for each thread after it too, none taken over from the one
+     * before (test_parked_heap): the tests count each class's first
+     * malloc, slab and look for idle classes from a new heap's. */
+    hak_options.parked_heaps = 0;
     unit_thread_run(body, NULL);
     unit_thread_run(shrinking_body, NULL);
     unit_thread_run(growth_body, NULL);

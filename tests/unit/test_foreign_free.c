@@ -6,6 +6,7 @@
  * the look for idle classes, or when the thread exits.  A slab a thread
  * adopts at a refill is its own: its pages take the adopter's tag, and the
  * adopter's frees of its blocks go into its cache. */
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -306,6 +307,11 @@ int main(int argc, char **argv)
     test_not_taken_back();
     test_batch_goes_home();
     test_idle_goes_home();
+    /* An exited thread's slabs are abandoned, for adoption, where its heap
+     * is not parked for the next thread (test_parked_heap): the threads of
+     * the tests above parked theirs, which malloc_trim makes leave. */
+    hak_options.parked_heaps = 0;
+    malloc_trim(0);
     test_adopted_slab(adopt_and_free, false);
     test_adopted_slab(free_then_adopt, true);
     test_adopted_slab(free_without_adopting, true);

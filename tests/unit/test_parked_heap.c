@@ -1,0 +1,275 @@
+/* Heaps of exited threads (front/thread_heap.c, parked heaps): a thread
+ * that exits parks its heap, caches and slabs as it left them, and the
+ * next thread of its node to need a heap takes it over, its first malloc
+ * served from the exited thread's cache; at most HAKMEM_PARKED_HEAPS stay
+ * parked, none longer than HAKMEM_DECAY_MS, and malloc_trim makes all
+ * leave, as an exiting thread's heap left before.  Blocks of other
+ * heaps' slabs in the caches go home at parking.  A forked child's
+ * threads take over the heaps parked in the parent. */
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "block/size_class.h"
+#include "front/thread_heap.h"
+#include "harden.h"
+#include "options.h"
+#include "stats.h"
+#include "unit.h"
+
+#define SIZE 64
+#define MID_SIZE 3000
+#define CACHED 20 /* blocks a thread frees into its cache before it exits */
+#define TOGETHER 4
+
+struct life {
+    void *freed[CACHED];     /* what the thread freed last, into its cache */
+    void *first;             /* its first malloc of SIZE */
+    struct hak_heap *heap;   /* its heap */
+    pthread_barrier_t *meet; /* threads that exit together wait here first */
+};
+
+static void *cache_and_exit(void *arg)
+{
+    struct life *life = arg;
+    life->first = unit_malloc(SIZE);
+    if (!life->first)
+        hard_error("malloc(%d) failed", SIZE);
+    life->heap = hak_tls.heap;
+    for (unsigned i = 0; i < CACHED; i++)
+        if (!(life->freed[i] = unit_malloc(SIZE)))
+            hard_error("malloc(%d) failed", SIZE);
+    for (unsigned i = 0; i < CACHED; i++)
+        free(life->freed[i]);
+    free(life->first);
+    if (life->meet)
+        pthread_barrier_wait(life->meet);
+    return NULL;
+}
+
+static uint64_t inherited(void)
+{
+    return hak_stat_read(HAK_STAT_HEAPS_INHERITED);
+}
+
+static uint64_t made(void)
+{
+    return hak_stat_read(HAK_STAT_THREADS);
+}
+
+/* A thread's heap after another's exit: the exited one's, the block its
+ * first malloc returns the last the exited thread freed, with no refill. */
+static void test_takeover(void)
+{
+    struct life before = {0}, after = {0};
+    unit_thread_run(cache_and_exit, &before);
+    uint64_t taken = inherited(), new_heaps = made();
+    uint64_t refills = before.heap->stats[hak_class_of(SIZE)].refills;
+    unit_thread_run(cache_and_exit, &after);
+    CHECK(after.heap == before.heap, "the next thread made a heap of its own (%p, not %p)",
+          (void *)after.heap, (void *)before.heap);
+    CHECK(after.first == before.first, "its first malloc gave %p, not %p, freed last", after.first,
+          before.first);
+    CHECK(inherited() == taken + 1 && made() == new_heaps,
+          "%llu heaps taken over and %llu made for one thread",
+          (unsigned long long)(inherited() - taken), (unsigned long long)(made() - new_heaps));
+    CHECK(after.heap->stats[hak_class_of(SIZE)].refills == refills,
+          "the takeover refilled the class %llu times",
+          (unsigned long long)(after.heap->stats[hak_class_of(SIZE)].refills - refills));
+}
+
+/* TOGETHER threads exit together: HAKMEM_PARKED_HEAPS of their heaps stay
+ * parked, and the next TOGETHER threads take those over and make the
+ * rest. */
+static void run_together(struct life lives[TOGETHER])
+{
+    pthread_t threads[TOGETHER];
+    pthread_barrier_t meet;
+    pthread_barrier_init(&meet, NULL, TOGETHER);
+    for (unsigned i = 0; i < TOGETHER; i++) {
+        lives[i] = (struct life){.meet = &meet};
+        unit_thread_start(&threads[i], cache_and_exit, &lives[i]);
+    }
+    for (unsigned i = 0; i < TOGETHER; i++)
+        unit_thread_join(threads[i]);
+    pthread_barrier_destroy(&meet);
+}
+
+static void test_bound(void)
+{
+    uint32_t parked = hak_options.parked_heaps;
+    hak_options.parked_heaps = 2;
+    struct life lives[TOGETHER];
+    run_together(lives);
+    uint64_t taken = inherited(), new_heaps = made();
+    run_together(lives);
+    CHECK(inherited() - taken == 2 && made() - new_heaps == TOGETHER - 2,
+          "%d threads after %d exited took over %llu heaps and made %llu (2 kept)", TOGETHER,
+          TOGETHER, (unsigned long long)(inherited() - taken),
+          (unsigned long long)(made() - new_heaps));
+    hak_options.parked_heaps = parked;
+    malloc_trim(0);
+}
+
+/* None parked: an exited thread's heap leaves, as it did before parking. */
+static void test_none_parked(void)
+{
+    uint32_t parked = hak_options.parked_heaps;
+    hak_options.parked_heaps = 0;
+    struct life life = {0};
+    unit_thread_run(cache_and_exit, &life);
+    uint64_t taken = inherited(), new_heaps = made();
+    unit_thread_run(cache_and_exit, &life);
+    CHECK(inherited() == taken && made() == new_heaps + 1,
+          "with HAKMEM_PARKED_HEAPS=0 a thread took over %llu heaps and made %llu",
+          (unsigned long long)(inherited() - taken), (unsigned long long)(made() - new_heaps));
+    hak_options.parked_heaps = parked;
+}
+
+static uint64_t cached_blocks(void)
+{
+    struct hak_heap_usage usage;
+    hak_heap_usage(&usage);
+    return usage.cached_blocks;
+}
+
+/* malloc_trim: the parked heaps leave, their cached blocks back in their
+ * slabs; a parked heap's cached blocks count as free meanwhile. */
+static void test_trim(void)
+{
+    struct life life = {0};
+    malloc_trim(0);
+    uint64_t cached = cached_blocks();
+    unit_thread_run(cache_and_exit, &life);
+    CHECK(cached_blocks() >= cached + CACHED, "%llu blocks cached with a heap parked, %llu before",
+          (unsigned long long)cached_blocks(), (unsigned long long)cached);
+    malloc_trim(0);
+    CHECK(cached_blocks() == 0, "%llu blocks cached after malloc_trim",
+          (unsigned long long)cached_blocks());
+    uint64_t taken = inherited();
+    unit_thread_run(cache_and_exit, &life);
+    CHECK(inherited() == taken, "a thread took over a heap parked before malloc_trim");
+    malloc_trim(0);
+}
+
+/* A heap parked longer than HAKMEM_DECAY_MS leaves at the next parking
+ * (or the next look for idle caches): the thread after takes the newer
+ * one, the one after that makes its own. */
+static void test_decay(void)
+{
+    uint64_t decay_ms = hak_options.decay_ms;
+    hak_options.decay_ms = 20;
+    struct life old = {0}, young = {0}, after = {0};
+    unit_thread_run(cache_and_exit, &old);
+    unit_sleep_ms(60);
+    /* young starts with old's heap: parked again at its exit, it is young. */
+    struct life filler = {0};
+    pthread_barrier_t meet;
+    pthread_barrier_init(&meet, NULL, 2);
+    young.meet = filler.meet = &meet;
+    pthread_t threads[2];
+    unit_thread_start(&threads[0], cache_and_exit, &young);
+    unit_thread_start(&threads[1], cache_and_exit, &filler);
+    unit_thread_join(threads[0]);
+    unit_thread_join(threads[1]);
+    pthread_barrier_destroy(&meet);
+    unit_sleep_ms(60);
+    unit_thread_run(cache_and_exit, &old); /* parks; the two aged ones leave */
+    uint64_t taken = inherited(), new_heaps = made();
+    unit_thread_run(cache_and_exit, &after);
+    struct life last = {0};
+    unit_thread_run(cache_and_exit, &last);
+    CHECK(after.heap == old.heap && inherited() - taken == 2 && made() == new_heaps,
+          "after the aged heaps left, two threads in turn took over %llu heaps and made %llu",
+          (unsigned long long)(inherited() - taken), (unsigned long long)(made() - new_heaps));
+    struct life fresh = {0}, second = {0};
+    pthread_barrier_init(&meet, NULL, 2);
+    fresh.meet = second.meet = &meet;
+    taken = inherited();
+    new_heaps = made();
+    unit_thread_start(&threads[0], cache_and_exit, &fresh);
+    unit_thread_start(&threads[1], cache_and_exit, &second);
+    unit_thread_join(threads[0]);
+    unit_thread_join(threads[1]);
+    pthread_barrier_destroy(&meet);
+    CHECK(inherited() - taken == 1 && made() - new_heaps == 1,
+          "two threads together took over %llu heaps and made %llu, with one parked",
+          (unsigned long long)(inherited() - taken), (unsigned long long)(made() - new_heaps));
+    hak_options.decay_ms = decay_ms;
+    malloc_trim(0);
+}
+
+static void *free_block(void *block)
+{
+    free(block);
+    return NULL;
+}
+
+static uint64_t remote_frees(unsigned cls)
+{
+    struct hak_class_stats totals[HAK_NUM_CLASSES];
+    memset(totals, 0, sizeof(totals));
+    hak_heap_sum_stats(totals);
+    return totals[cls].remote_frees;
+}
+
+/* A Mid block of the main thread's that another thread freed into its
+ * cache goes home when that thread parks its heap, not with the heap. */
+static void test_others_go_home(void)
+{
+    unsigned cls = hak_class_of(MID_SIZE);
+    void *block = unit_malloc(MID_SIZE);
+    if (!block)
+        hard_error("malloc(%d) failed", MID_SIZE);
+    uint64_t sent = remote_frees(cls);
+    unit_thread_run(free_block, block);
+    CHECK(remote_frees(cls) == sent + 1, "%llu of the main thread's blocks went home at parking",
+          (unsigned long long)(remote_frees(cls) - sent));
+    malloc_trim(0);
+}
+
+/* A forked child's first thread takes over a heap parked in the parent. */
+static void test_fork(void)
+{
+    struct life life = {0};
+    unit_thread_run(cache_and_exit, &life);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        hard_error("fork failed");
+    if (pid == 0) {
+        struct life child = {0};
+        uint64_t taken = inherited();
+        unit_thread_run(cache_and_exit, &child);
+        struct hak_class_stats totals[HAK_NUM_CLASSES];
+        memset(totals, 0, sizeof(totals));
+        hak_heap_sum_stats(totals);
+        _exit(inherited() == taken + 1 && child.heap == life.heap &&
+                      totals[hak_class_of(SIZE)].allocs > 0
+                  ? EXIT_SUCCESS
+                  : EXIT_FAILURE);
+    }
+    int status;
+    if (waitpid(pid, &status, 0) != pid)
+        hard_error("waitpid failed");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == EXIT_SUCCESS,
+          "the forked child's thread did not take over the heap parked in the parent");
+    malloc_trim(0);
+}
+
+int main(void)
+{
+    unit_watchdog();
+    free(unit_malloc(SIZE)); /* the main thread's heap, and hak_options read */
+    if (hak_harden.checked)
+        return test_result("test_parked_heap (checked mode parks no heap)");
+    test_takeover();
+    test_none_parked();
+    test_bound();
+    test_trim();
+    test_decay();
+    test_others_go_home();
+    test_fork();
+    return test_result("test_parked_heap");
+}
