@@ -85,10 +85,11 @@ const struct hak_option hak_option_table[] = {
      "bound on the bytes one thread caches per Mid/L25 class at first", NULL},
     {"HAKMEM_PARKED_HEAPS", HAK_OPT_U32, &hak_options.parked_heaps,
      "exited threads' heaps kept per node for the next threads to take over (0: none)",
-     "heaps of exited threads kept per NUMA node, their small caches and slabs as the threads "
-     "left them, for the node's next new threads to take over; one kept for `HAKMEM_DECAY_MS`, "
-     "or past this many newer ones, gives its blocks and slabs back as an exiting thread's "
-     "does with `0`, and so do all at `malloc_trim`",
+     "heaps of exited threads kept per NUMA node, their caches and slabs as the threads left "
+     "them, for the node's next new threads to take over; one kept longer than "
+     "`HAKMEM_DECAY_MS` (seen at any thread's next look for idle caches or the next exit), or "
+     "past this many newer ones, gives its blocks and slabs back as an exiting thread's does "
+     "with `0`, and so do all at `malloc_trim`",
      NULL},
     {"HAKMEM_HUGE_PAGES", HAK_OPT_CHOICE, &hak_options.huge_pages,
      "1: huge pages for Mid/L25 chunks past 8 MiB and for written large blocks; auto: as 1, "

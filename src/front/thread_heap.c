@@ -473,10 +473,11 @@ static uint32_t cache_max(unsigned cls)
 
 /* What the caches of a thread's Mid and L25 classes that are not
  * sparse_checked may grow by beyond their first sizes, in all: its share
- * of CACHE_BIG_BYTES_ALL_THREADS among the live threads. */
+ * of CACHE_BIG_BYTES_ALL_THREADS among the live threads, and the parked
+ * heaps, which keep theirs. */
 static uint64_t big_cache_bound(void)
 {
-    unsigned threads = live_threads();
+    unsigned threads = atomic_load_explicit(&registry.count, memory_order_relaxed);
     uint64_t share = CACHE_BIG_BYTES_ALL_THREADS / (threads ? threads : 1);
     return share < CACHE_THREAD_BIG_MIN   ? CACHE_THREAD_BIG_MIN
            : share > CACHE_THREAD_BIG_MAX ? CACHE_THREAD_BIG_MAX
@@ -1855,7 +1856,8 @@ static void unregister(struct hak_heap *heap)
 
 /* A thread that exits parks its heap as it is, its caches and slabs with
  * it, and the next thread of its node to need a heap takes it over; a
- * heap parked longer than HAKMEM_DECAY_MS, or past the HAKMEM_PARKED_HEAPS
+ * heap parked longer than HAKMEM_DECAY_MS (seen at any thread's next look
+ * for idle caches or the next parking), or past the HAKMEM_PARKED_HEAPS
  * newest, leaves as an exiting thread's heap did before: its caches
  * flushed into their slabs, its empty slabs back to their backends and the
  * others abandoned for other heaps to adopt (as every heap does with
@@ -1889,7 +1891,9 @@ static struct parked_heap *parked[HAK_MAX_NODES] HAK_START_UP;
  * stay, in their order: a Mid or L25 block freed from another thread's
  * slab enters the cache (a small one too at level 0), and parked, it would
  * be lost to its owner until the heap is taken over or leaves.  Those
- * caches hold some dozens of blocks. */
+ * caches hold some dozens of blocks.  At level 1 a small block of a heap
+ * that shares the thread's page tag (past HAK_PAGE_TAGS threads) stays so
+ * parked: the small caches are not walked. */
 static void send_others_home(struct hak_heap *heap, unsigned cls)
 {
     void *own = NULL, *own_last = NULL, *others = NULL, *others_last = NULL;
@@ -1921,6 +1925,18 @@ static void send_others_home(struct hak_heap *heap, unsigned cls)
     flush_list(heap, others, false);
 }
 
+/* record onto node's list, newest first by the time it was parked; the
+ * registry is locked. */
+static void park_record(struct parked_heap *record, unsigned node)
+{
+    struct parked_heap **link = &parked[node];
+    while (*link && (*link)->since_ms > record->since_ms)
+        link = &(*link)->next;
+    record->next = *link;
+    *link = record;
+    atomic_fetch_add_explicit(&registry.parked, 1, memory_order_relaxed);
+}
+
 /* The exited thread's heap, whose caches were in TLS: parked, unless
  * checked mode or memcheck keeps per-block state a takeover would have to
  * carry (canaries, the quarantine), or the heap was made after the exit
@@ -1942,9 +1958,7 @@ static bool park(struct hak_heap *heap)
     pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
     record->thread = hak_tls;
     heap->thread = &record->thread;
-    record->next = parked[heap->node];
-    parked[heap->node] = record;
-    atomic_fetch_add_explicit(&registry.parked, 1, memory_order_relaxed);
+    park_record(record, heap->node);
     pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
     return true;
 }
@@ -1953,7 +1967,7 @@ static bool park(struct hak_heap *heap)
  * TLS takes its caches; NULL if none. */
 static struct hak_heap *unpark(unsigned node)
 {
-    if (!atomic_load_explicit(&registry.parked, memory_order_relaxed))
+    if (!__atomic_load_n(&parked[node], __ATOMIC_RELAXED))
         return NULL;
     pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
     struct parked_heap *record = parked[node];
@@ -1988,7 +2002,7 @@ static void retire_parked_heaps(uint64_t now, uint64_t age_ms)
         unsigned kept = 0;
         for (struct parked_heap **link = &parked[node]; *link;) {
             struct parked_heap *record = *link;
-            if (kept < hak_options.parked_heaps && now - record->since_ms < age_ms) {
+            if (kept < hak_options.parked_heaps && !hak_os_aged(now, record->since_ms, age_ms)) {
                 kept++;
                 link = &record->next;
                 continue;
@@ -2019,15 +2033,21 @@ static void retire_parked_heaps(uint64_t now, uint64_t age_ms)
  * adopted from the exited heap, and now to the parked heap's, which they
  * queue on its delayed list.  The heap leaves the list while its delayed
  * slabs are drained, and goes back: no lock is held meanwhile, and no
- * other thread takes it over.  NULL if none. */
+ * other thread takes it over or retires it (nor does malloc_trim, nor a
+ * fork's child find it).  NULL if none. */
 static struct hak_slab *take_parked_slab(unsigned node, unsigned cls)
 {
-    if (!atomic_load_explicit(&registry.parked, memory_order_relaxed))
+    if (!__atomic_load_n(&parked[node], __ATOMIC_RELAXED))
         return NULL;
     pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
     struct parked_heap *record = parked[node];
-    if (record)
+    if (record && (record->heap->partial[cls].head ||
+                   atomic_load_explicit(&record->heap->delayed, memory_order_relaxed))) {
         parked[node] = record->next;
+        atomic_fetch_sub_explicit(&registry.parked, 1, memory_order_relaxed);
+    } else {
+        record = NULL;
+    }
     pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
     if (!record)
         return NULL;
@@ -2036,8 +2056,7 @@ static struct hak_slab *take_parked_slab(unsigned node, unsigned cls)
         drain_delayed(heap);
     struct hak_slab *slab = list_pop(&heap->partial[cls]);
     pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
-    record->next = parked[node];
-    parked[node] = record;
+    park_record(record, node);
     pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
     return slab;
 }

@@ -4,7 +4,8 @@
  * served from the exited thread's cache; at most HAKMEM_PARKED_HEAPS stay
  * parked, none longer than HAKMEM_DECAY_MS, and malloc_trim makes all
  * leave, as an exiting thread's heap left before.  Blocks of other
- * heaps' slabs in the caches go home at parking.  A forked child's
+ * heaps' slabs in the caches go home at parking, and a live heap that
+ * needs a slab takes one with free blocks from a parked heap.  A forked child's
  * threads take over the heaps parked in the parent. */
 #include <malloc.h>
 #include <stdlib.h>
@@ -46,6 +47,12 @@ static void *cache_and_exit(void *arg)
     if (life->meet)
         pthread_barrier_wait(life->meet);
     return NULL;
+}
+
+static int compare_pointers(const void *a, const void *b)
+{
+    uintptr_t left = *(const uintptr_t *)a, right = *(const uintptr_t *)b;
+    return (left > right) - (left < right);
 }
 
 static uint64_t inherited(void)
@@ -229,6 +236,42 @@ static void test_others_go_home(void)
     malloc_trim(0);
 }
 
+#define SLAB_SIZE 256
+#define SLAB_BLOCKS (3 * HAK_SLAB_SIZE / SLAB_SIZE)
+
+static void *allocate_slabs(void *blocks)
+{
+    for (unsigned i = 0; i < SLAB_BLOCKS; i++)
+        if (!(((void **)blocks)[i] = unit_malloc(SLAB_SIZE)))
+            hard_error("malloc(%d) failed", SLAB_SIZE);
+    return NULL;
+}
+
+/* A live heap that needs a slab takes one with free blocks from a parked
+ * heap before a fresh one: here the main thread, which freed the exited
+ * thread's blocks, gets them back. */
+static void test_slab_from_parked(void)
+{
+    static void *blocks[SLAB_BLOCKS], *again[2 * SLAB_BLOCKS];
+    free(unit_malloc(SLAB_SIZE)); /* the main thread's own slab of the class */
+    unit_thread_run(allocate_slabs, blocks);
+    for (unsigned i = 0; i < SLAB_BLOCKS; i++)
+        free(blocks[i]);
+    qsort(blocks, SLAB_BLOCKS, sizeof(void *), compare_pointers);
+    unsigned taken = 0;
+    bool back = false;
+    while (!back && taken < 2 * SLAB_BLOCKS) {
+        if (!(again[taken] = unit_malloc(SLAB_SIZE)))
+            hard_error("malloc(%d) failed", SLAB_SIZE);
+        back = bsearch(&again[taken++], blocks, SLAB_BLOCKS, sizeof(void *), compare_pointers);
+    }
+    CHECK(back, "none of the %d blocks freed into a parked heap's slabs came back in %u mallocs",
+          SLAB_BLOCKS, taken);
+    while (taken)
+        free(again[--taken]);
+    malloc_trim(0);
+}
+
 /* A forked child's first thread takes over a heap parked in the parent. */
 static void test_fork(void)
 {
@@ -270,6 +313,7 @@ int main(void)
     test_trim();
     test_decay();
     test_others_go_home();
+    test_slab_from_parked();
     test_fork();
     return test_result("test_parked_heap");
 }
