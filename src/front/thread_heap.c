@@ -53,6 +53,17 @@ static struct {
     struct hak_class_stats retired[HAK_NUM_CLASSES];
 } registry HAK_START_UP;
 
+/* heap onto the registry's live list, which is locked. */
+static void link_live(struct hak_heap *heap)
+{
+    heap->prev_live = NULL;
+    heap->next_live = registry.live;
+    if (registry.live)
+        registry.live->prev_live = heap;
+    registry.live = heap;
+    atomic_fetch_add_explicit(&registry.count, 1, memory_order_relaxed);
+}
+
 /* Where threads are counted: the live heaps less the parked ones. */
 static unsigned live_threads(void)
 {
@@ -950,11 +961,7 @@ static struct hak_heap *heap_create(void)
     heap->registered = !heap_gone;
     if (heap->registered) {
         pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
-        heap->next_live = registry.live;
-        if (registry.live)
-            registry.live->prev_live = heap;
-        registry.live = heap;
-        atomic_fetch_add_explicit(&registry.count, 1, memory_order_relaxed);
+        link_live(heap);
         pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
     }
     hak_tls.heap = heap;
@@ -1937,6 +1944,15 @@ static void park_record(struct parked_heap *record, unsigned node)
     atomic_fetch_add_explicit(&registry.parked, 1, memory_order_relaxed);
 }
 
+/* node's newest parked record, off its list; the registry is locked. */
+static struct parked_heap *unlink_newest(unsigned node)
+{
+    struct parked_heap *record = parked[node];
+    parked[node] = record->next;
+    atomic_fetch_sub_explicit(&registry.parked, 1, memory_order_relaxed);
+    return record;
+}
+
 /* The exited thread's heap, whose caches were in TLS: parked, unless
  * checked mode or memcheck keeps per-block state a takeover would have to
  * carry (canaries, the quarantine), or the heap was made after the exit
@@ -1970,11 +1986,9 @@ static struct hak_heap *unpark(unsigned node)
     if (!__atomic_load_n(&parked[node], __ATOMIC_RELAXED))
         return NULL;
     pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
-    struct parked_heap *record = parked[node];
+    struct parked_heap *record = parked[node] ? unlink_newest(node) : NULL;
     struct hak_heap *heap = NULL;
     if (record) {
-        parked[node] = record->next;
-        atomic_fetch_sub_explicit(&registry.parked, 1, memory_order_relaxed);
         heap = record->heap;
         hak_tls = record->thread;
         /* The exited thread's CPU word went with its TLS: the first malloc
@@ -2026,6 +2040,14 @@ static void retire_parked_heaps(uint64_t now, uint64_t age_ms)
     }
 }
 
+/* Whether record's heap has a partial slab of cls, or delayed slabs that
+ * may become one; the registry is locked. */
+static bool may_give_slab(const struct parked_heap *record, unsigned cls)
+{
+    return record && (record->heap->partial[cls].head ||
+                      atomic_load_explicit(&record->heap->delayed, memory_order_relaxed));
+}
+
 /* A slab of cls with free blocks from the newest heap parked on node, for
  * a live heap that would take a fresh one: a thread that starts before
  * another exits cannot take over its heap, and frees the exited thread's
@@ -2040,14 +2062,7 @@ static struct hak_slab *take_parked_slab(unsigned node, unsigned cls)
     if (!__atomic_load_n(&parked[node], __ATOMIC_RELAXED))
         return NULL;
     pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
-    struct parked_heap *record = parked[node];
-    if (record && (record->heap->partial[cls].head ||
-                   atomic_load_explicit(&record->heap->delayed, memory_order_relaxed))) {
-        parked[node] = record->next;
-        atomic_fetch_sub_explicit(&registry.parked, 1, memory_order_relaxed);
-    } else {
-        record = NULL;
-    }
+    struct parked_heap *record = may_give_slab(parked[node], cls) ? unlink_newest(node) : NULL;
     pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
     if (!record)
         return NULL;
@@ -2101,17 +2116,6 @@ void hak_heap_thread_exit(void *arg)
     hak_meta_free(heap, sizeof(struct hak_heap));
 }
 
-/* heap back on the registry's live list, in a forked child. */
-static void relink(struct hak_heap *heap)
-{
-    heap->prev_live = NULL;
-    heap->next_live = registry.live;
-    if (registry.live)
-        registry.live->prev_live = heap;
-    registry.live = heap;
-    atomic_fetch_add_explicit(&registry.count, 1, memory_order_relaxed);
-}
-
 void hak_heap_forget_other_threads(void)
 {
     struct hak_heap *own = hak_tls.heap;
@@ -2124,10 +2128,10 @@ void hak_heap_forget_other_threads(void)
     registry.live = NULL;
     atomic_store_explicit(&registry.count, 0, memory_order_relaxed);
     if (own != &hak_empty_heap && own->registered)
-        relink(own);
+        link_live(own);
     for (unsigned node = 0; node < HAK_MAX_NODES; node++)
         for (struct parked_heap *record = parked[node]; record; record = record->next)
-            relink(record->heap);
+            link_live(record->heap);
 }
 
 bool hak_heap_setup(void)
