@@ -19,13 +19,6 @@
 
 enum { SIZE = 64 };
 
-static uint64_t refills(unsigned cls)
-{
-    struct hak_class_stats stats[HAK_NUM_CLASSES] = {0};
-    hak_heap_sum_stats(stats);
-    return stats[cls].refills;
-}
-
 /* hak_malloc rather than malloc: the compiler assumes that malloc leaves
  * the test's globals alone, and hak_tls is one. */
 static void *checked_malloc(void)
@@ -74,7 +67,7 @@ static void fork_holds_other_mallocs(void)
      * refills. */
     enum { OWN_SIZE = 3000 };
     unsigned own_cls = hak_class_of(OWN_SIZE);
-    uint64_t own_refills = refills(own_cls);
+    uint64_t own_refills = unit_class_stats(own_cls).refills;
 
     /* A fork that lasts 20 ms: the worker's malloc returns after its end,
      * or, where this thread was held up, after waiting most of the bound. */
@@ -100,7 +93,7 @@ static void fork_holds_other_mallocs(void)
     CHECK(atomic_load(&worker_done_us) >= released_us || waited_us >= HAK_FORK_WAIT_MS * 1000 / 2,
           "another thread's malloc returned during the fork, after %llu us",
           (unsigned long long)waited_us);
-    CHECK(refills(own_cls) > own_refills,
+    CHECK(unit_class_stats(own_cls).refills > own_refills,
           "the forking thread's malloc of %d B took no refill: the test tested nothing", OWN_SIZE);
 
     /* One that never ends lets it go on. */
@@ -122,7 +115,7 @@ int main(void)
     unsigned cls = hak_class_of(SIZE);
     void *cached = checked_malloc();
     hak_free(cached);
-    uint64_t refills_before = refills(cls);
+    uint64_t refills_before = unit_class_stats(cls).refills;
     uint32_t node = hak_tls.node;
 
     static int32_t cpu_word;
@@ -139,7 +132,8 @@ int main(void)
     CHECK(hak_tls.cpu == *hak_tls.cpu_word, "after a move, the CPU was not recorded");
     CHECK(block == cached, "a move within the node emptied the cache");
     CHECK(hak_tls.node == node, "a move within the node changed the thread's node");
-    CHECK(refills(cls) == refills_before, "a move within the node counted as a refill");
+    CHECK(unit_class_stats(cls).refills == refills_before,
+          "a move within the node counted as a refill");
     hak_free(block);
     fork_holds_other_mallocs();
     return test_result("test_cpu_move");

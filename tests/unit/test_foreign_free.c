@@ -35,10 +35,7 @@ static unsigned batch;
 
 static uint64_t remote_frees(void)
 {
-    struct hak_class_stats totals[HAK_NUM_CLASSES];
-    memset(totals, 0, sizeof(totals));
-    hak_heap_sum_stats(totals);
-    return totals[hak_class_of(SIZE)].remote_frees;
+    return unit_class_stats(hak_class_of(SIZE)).remote_frees;
 }
 
 static bool same_line(const void *a, const void *b)

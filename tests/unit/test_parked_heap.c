@@ -49,12 +49,6 @@ static void *cache_and_exit(void *arg)
     return NULL;
 }
 
-static int compare_pointers(const void *a, const void *b)
-{
-    uintptr_t left = *(const uintptr_t *)a, right = *(const uintptr_t *)b;
-    return (left > right) - (left < right);
-}
-
 static uint64_t inherited(void)
 {
     return hak_stat_read(HAK_STAT_HEAPS_INHERITED);
@@ -213,14 +207,6 @@ static void *free_block(void *block)
     return NULL;
 }
 
-static uint64_t remote_frees(unsigned cls)
-{
-    struct hak_class_stats totals[HAK_NUM_CLASSES];
-    memset(totals, 0, sizeof(totals));
-    hak_heap_sum_stats(totals);
-    return totals[cls].remote_frees;
-}
-
 /* A Mid block of the main thread's that another thread freed into its
  * cache goes home when that thread parks its heap, not with the heap. */
 static void test_others_go_home(void)
@@ -229,10 +215,11 @@ static void test_others_go_home(void)
     void *block = unit_malloc(MID_SIZE);
     if (!block)
         hard_error("malloc(%d) failed", MID_SIZE);
-    uint64_t sent = remote_frees(cls);
+    uint64_t sent = unit_class_stats(cls).remote_frees;
     unit_thread_run(free_block, block);
-    CHECK(remote_frees(cls) == sent + 1, "%llu of the main thread's blocks went home at parking",
-          (unsigned long long)(remote_frees(cls) - sent));
+    CHECK(unit_class_stats(cls).remote_frees == sent + 1,
+          "%llu of the main thread's blocks went home at parking",
+          (unsigned long long)(unit_class_stats(cls).remote_frees - sent));
     malloc_trim(0);
 }
 
@@ -257,13 +244,13 @@ static void test_slab_from_parked(void)
     unit_thread_run(allocate_slabs, blocks);
     for (unsigned i = 0; i < SLAB_BLOCKS; i++)
         free(blocks[i]);
-    qsort(blocks, SLAB_BLOCKS, sizeof(void *), compare_pointers);
+    qsort(blocks, SLAB_BLOCKS, sizeof(void *), unit_compare_pointers);
     unsigned taken = 0;
     bool back = false;
     while (!back && taken < 2 * SLAB_BLOCKS) {
         if (!(again[taken] = unit_malloc(SLAB_SIZE)))
             hard_error("malloc(%d) failed", SLAB_SIZE);
-        back = bsearch(&again[taken++], blocks, SLAB_BLOCKS, sizeof(void *), compare_pointers);
+        back = bsearch(&again[taken++], blocks, SLAB_BLOCKS, sizeof(void *), unit_compare_pointers);
     }
     CHECK(back, "none of the %d blocks freed into a parked heap's slabs came back in %u mallocs",
           SLAB_BLOCKS, taken);
@@ -285,11 +272,8 @@ static void test_fork(void)
         struct life child = {0};
         uint64_t taken = inherited();
         unit_thread_run(cache_and_exit, &child);
-        struct hak_class_stats totals[HAK_NUM_CLASSES];
-        memset(totals, 0, sizeof(totals));
-        hak_heap_sum_stats(totals);
         _exit(inherited() == taken + 1 && child.heap == life.heap &&
-                      totals[hak_class_of(SIZE)].allocs > 0
+                      unit_class_stats(hak_class_of(SIZE)).allocs > 0
                   ? EXIT_SUCCESS
                   : EXIT_FAILURE);
     }

@@ -95,14 +95,6 @@ static void *free_all(void *arg)
     return NULL;
 }
 
-static int compare_pointers(const void *a, const void *b)
-{
-    void *const *x = a;
-    void *const *y = b;
-    uintptr_t left = (uintptr_t)*x, right = (uintptr_t)*y;
-    return (left > right) - (left < right);
-}
-
 /* Whether block starts inside one of the count sorted blocks of size. */
 static bool inside_freed(void *block, void **sorted, unsigned count, size_t size)
 {
@@ -189,7 +181,7 @@ static void run_round(enum freer freer)
         if (!round.sorted[c] || !round.again[c])
             hard_error("calloc failed");
         memcpy(round.sorted[c], round.blocks[c], cases[c].count * sizeof(void *));
-        qsort(round.sorted[c], cases[c].count, sizeof(void *), compare_pointers);
+        qsort(round.sorted[c], cases[c].count, sizeof(void *), unit_compare_pointers);
     }
 
     uint64_t before[CASES], after[CASES];

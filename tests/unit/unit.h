@@ -7,6 +7,7 @@
 
 #include "../harness.h"
 #include "internal.h"
+#include "front/thread_heap.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -98,6 +99,22 @@ static inline void unit_malloc_free_batch(void **blocks, size_t count, size_t si
             hard_error("malloc(%zu) failed", size);
     for (size_t i = 0; i < count; i++)
         free(blocks[i]);
+}
+
+/* Class cls's counters, summed over the live heaps and those of the
+ * threads that exited. */
+static inline struct hak_class_stats unit_class_stats(unsigned cls)
+{
+    struct hak_class_stats totals[HAK_NUM_CLASSES] = {0};
+    hak_heap_sum_stats(totals);
+    return totals[cls];
+}
+
+/* Pointers in address order, for qsort and bsearch. */
+static inline int unit_compare_pointers(const void *a, const void *b)
+{
+    uintptr_t left = *(const uintptr_t *)a, right = *(const uintptr_t *)b;
+    return (left > right) - (left < right);
 }
 
 static inline void unit_thread_start(pthread_t *thread, void *(*body)(void *), void *arg)
