@@ -917,14 +917,14 @@ static void follow_cpu(struct hak_heap *heap)
 
 _Static_assert(sizeof(struct hak_heap) <= HAK_META_MAX_BYTES, "a heap is one meta record");
 
-static struct hak_heap *unpark(unsigned node);
+static struct hak_heap *unpark(unsigned node, const struct hak_heap *wanted);
 
-/* The thread's heap: one an exited thread of its node parked (below), else
- * a new one. */
-static struct hak_heap *heap_create(void)
+/* The thread's heap: one an exited thread of its node parked (below),
+ * wanted if it is one of them, else a new one. */
+static struct hak_heap *heap_create(const struct hak_heap *wanted)
 {
     hak_init();
-    struct hak_heap *heap = heap_gone ? NULL : unpark(hak_numa_thread_node());
+    struct hak_heap *heap = heap_gone ? NULL : unpark(hak_numa_thread_node(), wanted);
     if (heap) {
         hak_tls.heap = heap;
         set_thread_node(&hak_tls, heap->node);
@@ -1145,7 +1145,7 @@ static struct hak_heap *heap_for_refill(void)
 {
     struct hak_heap *heap = hak_tls.heap;
     if (heap == &hak_empty_heap) {
-        heap = heap_create();
+        heap = heap_create(NULL);
         if (!heap) {
             errno = ENOMEM;
             return NULL;
@@ -1548,7 +1548,8 @@ void hak_heap_free_other(void *block, struct hak_slab *slab)
      * allocates) gets a heap too: its frees then go through the cache and
      * home in chains, one atomic push per run of one slab's blocks, not one
      * each. */
-    if (hak_tls.heap == &hak_empty_heap && !heap_gone && serves_blocks(slab) && heap_create()) {
+    if (hak_tls.heap == &hak_empty_heap && !heap_gone && serves_blocks(slab) &&
+        heap_create(atomic_load_explicit(&slab->owner, memory_order_relaxed))) {
         if (!hak_harden.level) {
             hak_heap_free_plain(slab, slab->cls, block);
             return;
@@ -1944,11 +1945,11 @@ static void park_record(struct parked_heap *record, unsigned node)
     atomic_fetch_add_explicit(&registry.parked, 1, memory_order_relaxed);
 }
 
-/* node's newest parked record, off its list; the registry is locked. */
-static struct parked_heap *unlink_newest(unsigned node)
+/* The parked record at *link, off its list; the registry is locked. */
+static struct parked_heap *unlink_parked(struct parked_heap **link)
 {
-    struct parked_heap *record = parked[node];
-    parked[node] = record->next;
+    struct parked_heap *record = *link;
+    *link = record->next;
     atomic_fetch_sub_explicit(&registry.parked, 1, memory_order_relaxed);
     return record;
 }
@@ -1979,14 +1980,24 @@ static bool park(struct hak_heap *heap)
     return true;
 }
 
-/* The newest heap parked on node, taken over by the calling thread, whose
- * TLS takes its caches; NULL if none. */
-static struct hak_heap *unpark(unsigned node)
+/* A heap parked on node, taken over by the calling thread, whose TLS takes
+ * its caches: wanted if it is parked there, else the newest; NULL if none.
+ * A thread whose first call frees a block takes over the heap that owns
+ * it: a thread that carries on an exited thread's work (larson's
+ * generations, a pool's replaced worker) then frees into its own heap, not
+ * into one another thread took over, which would hold the blocks on its
+ * delayed list meanwhile. */
+static struct hak_heap *unpark(unsigned node, const struct hak_heap *wanted)
 {
     if (!__atomic_load_n(&parked[node], __ATOMIC_RELAXED))
         return NULL;
     pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
-    struct parked_heap *record = parked[node] ? unlink_newest(node) : NULL;
+    struct parked_heap **link = &parked[node];
+    while (*link && (*link)->heap != wanted)
+        link = &(*link)->next;
+    if (!*link)
+        link = &parked[node];
+    struct parked_heap *record = *link ? unlink_parked(link) : NULL;
     struct hak_heap *heap = NULL;
     if (record) {
         heap = record->heap;
@@ -2062,7 +2073,8 @@ static struct hak_slab *take_parked_slab(unsigned node, unsigned cls)
     if (!__atomic_load_n(&parked[node], __ATOMIC_RELAXED))
         return NULL;
     pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
-    struct parked_heap *record = may_give_slab(parked[node], cls) ? unlink_newest(node) : NULL;
+    struct parked_heap *record =
+        may_give_slab(parked[node], cls) ? unlink_parked(&parked[node]) : NULL;
     pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
     if (!record)
         return NULL;

@@ -5,8 +5,9 @@
  * parked, none longer than HAKMEM_DECAY_MS, and malloc_trim makes all
  * leave, as an exiting thread's heap left before.  Blocks of other
  * heaps' slabs in the caches go home at parking, and a live heap that
- * needs a slab takes one with free blocks from a parked heap.  A forked child's
- * threads take over the heaps parked in the parent. */
+ * needs a slab takes one with free blocks from a parked heap.  A thread
+ * whose first call frees a parked heap's block takes over that heap.  A
+ * forked child's threads take over the heaps parked in the parent. */
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,6 +208,63 @@ static void *free_block(void *block)
     return NULL;
 }
 
+struct kept {
+    void *block;              /* allocated and kept past the thread's exit */
+    struct hak_heap *heap;    /* the thread's heap */
+    pthread_barrier_t *meet;  /* threads alive together wait here */
+    pthread_barrier_t *leave; /* and here, if it is to exit after the main
+                                 thread's wait */
+};
+
+static void *allocate_and_exit(void *arg)
+{
+    struct kept *kept = arg;
+    if (!(kept->block = unit_malloc(SIZE)))
+        hard_error("malloc(%d) failed", SIZE);
+    kept->heap = hak_tls.heap;
+    if (kept->meet)
+        pthread_barrier_wait(kept->meet);
+    if (kept->leave)
+        pthread_barrier_wait(kept->leave);
+    return NULL;
+}
+
+static void *free_first(void *arg)
+{
+    struct kept *kept = arg;
+    free(kept->block);
+    kept->heap = hak_tls.heap;
+    return NULL;
+}
+
+/* Two heaps parked, the older first: a thread whose first call frees the
+ * older heap's block takes that one over, not the newest (as a thread
+ * whose first call is malloc does, test_takeover). */
+static void test_owner_taken_over(void)
+{
+    malloc_trim(0);
+    pthread_barrier_t meet, leave;
+    pthread_barrier_init(&meet, NULL, 2);
+    pthread_barrier_init(&leave, NULL, 2);
+    struct kept older = {.meet = &meet}, newer = {.meet = &meet, .leave = &leave};
+    pthread_t threads[2];
+    unit_thread_start(&threads[0], allocate_and_exit, &older);
+    unit_thread_start(&threads[1], allocate_and_exit, &newer);
+    unit_thread_join(threads[0]);
+    pthread_barrier_wait(&leave);
+    unit_thread_join(threads[1]);
+    pthread_barrier_destroy(&meet);
+    pthread_barrier_destroy(&leave);
+    CHECK(older.heap != newer.heap, "two threads alive together had one heap");
+    struct kept freer = {.block = older.block};
+    unit_thread_run(free_first, &freer);
+    CHECK(freer.heap == older.heap,
+          "a thread that freed the older parked heap's block first took over %s",
+          freer.heap == newer.heap ? "the newer heap" : "another heap");
+    free(newer.block);
+    malloc_trim(0);
+}
+
 /* A Mid block of the main thread's that another thread freed into its
  * cache goes home when that thread parks its heap, not with the heap. */
 static void test_others_go_home(void)
@@ -296,6 +354,7 @@ int main(void)
     test_bound();
     test_trim();
     test_decay();
+    test_owner_taken_over();
     test_others_go_home();
     test_slab_from_parked();
     test_fork();
