@@ -1934,14 +1934,16 @@ static void send_others_home(struct hak_heap *heap, unsigned cls)
 }
 
 /* record onto node's list, newest first by the time it was parked; the
- * registry is locked. */
+ * registry is locked.  Here and in unlink_parked the links are stored
+ * atomically: unpark and take_parked_slab look at a list's head unlocked
+ * first. */
 static void park_record(struct parked_heap *record, unsigned node)
 {
     struct parked_heap **link = &parked[node];
     while (*link && (*link)->since_ms > record->since_ms)
         link = &(*link)->next;
     record->next = *link;
-    *link = record;
+    __atomic_store_n(link, record, __ATOMIC_RELAXED);
     atomic_fetch_add_explicit(&registry.parked, 1, memory_order_relaxed);
 }
 
@@ -1949,7 +1951,7 @@ static void park_record(struct parked_heap *record, unsigned node)
 static struct parked_heap *unlink_parked(struct parked_heap **link)
 {
     struct parked_heap *record = *link;
-    *link = record->next;
+    __atomic_store_n(link, record->next, __ATOMIC_RELAXED);
     atomic_fetch_sub_explicit(&registry.parked, 1, memory_order_relaxed);
     return record;
 }
@@ -2032,10 +2034,9 @@ static void retire_parked_heaps(uint64_t now, uint64_t age_ms)
                 link = &record->next;
                 continue;
             }
-            *link = record->next;
+            unlink_parked(link);
             record->next = leaving;
             leaving = record;
-            atomic_fetch_sub_explicit(&registry.parked, 1, memory_order_relaxed);
         }
     }
     pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
