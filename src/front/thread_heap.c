@@ -1547,7 +1547,8 @@ void hak_heap_free_other(void *block, struct hak_slab *slab)
     /* A thread that only frees (the consumer of blocks another thread
      * allocates) gets a heap too: its frees then go through the cache and
      * home in chains, one atomic push per run of one slab's blocks, not one
-     * each. */
+     * each.  Where the block's owner is parked, the thread takes it over
+     * (unpark), and the block is its own. */
     if (hak_tls.heap == &hak_empty_heap && !heap_gone && serves_blocks(slab) &&
         heap_create(atomic_load_explicit(&slab->owner, memory_order_relaxed))) {
         if (!hak_harden.level) {
@@ -1555,7 +1556,8 @@ void hak_heap_free_other(void *block, struct hak_slab *slab)
             return;
         }
         if (slab->free_node == hak_tls.node) { /* else home, below */
-            if (slab->kind == HAK_SLAB_SMALL)  /* another heap's */
+            if (slab->kind == HAK_SLAB_SMALL &&
+                atomic_load_explicit(&slab->owner, memory_order_relaxed) != hak_tls.heap)
                 hak_heap_free_unowned(block, slab);
             else
                 hak_heap_free_mine(&hak_tls,
@@ -1863,7 +1865,8 @@ static void unregister(struct hak_heap *heap)
 /* ---- heaps of exited threads, for the next threads ---- */
 
 /* A thread that exits parks its heap as it is, its caches and slabs with
- * it, and the next thread of its node to need a heap takes it over; a
+ * it, and the next thread of its node to need a heap takes it over (the
+ * one that owns the block it frees first, if its first call frees one); a
  * heap parked longer than HAKMEM_DECAY_MS (seen at any thread's next look
  * for idle caches or the next parking), or past the HAKMEM_PARKED_HEAPS
  * newest, leaves as an exiting thread's heap did before: its caches
@@ -1995,7 +1998,7 @@ static struct hak_heap *unpark(unsigned node, const struct hak_heap *wanted)
         return NULL;
     pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
     struct parked_heap **link = &parked[node];
-    while (*link && (*link)->heap != wanted)
+    while (wanted && *link && (*link)->heap != wanted)
         link = &(*link)->next;
     if (!*link)
         link = &parked[node];

@@ -210,6 +210,7 @@ static void *free_block(void *block)
 
 struct kept {
     void *block;              /* allocated and kept past the thread's exit */
+    void *again;              /* free_first's malloc after its free */
     struct hak_heap *heap;    /* the thread's heap */
     pthread_barrier_t *meet;  /* threads alive together wait here */
     pthread_barrier_t *leave; /* and here, if it is to exit after the main
@@ -234,12 +235,16 @@ static void *free_first(void *arg)
     struct kept *kept = arg;
     free(kept->block);
     kept->heap = hak_tls.heap;
+    if (!(kept->again = unit_malloc(SIZE)))
+        hard_error("malloc(%d) failed", SIZE);
+    free(kept->again);
     return NULL;
 }
 
 /* Two heaps parked, the older first: a thread whose first call frees the
  * older heap's block takes that one over, not the newest (as a thread
- * whose first call is malloc does, test_takeover). */
+ * whose first call is malloc does, test_takeover), and the block, its own
+ * now, goes into its cache: its next malloc returns it. */
 static void test_owner_taken_over(void)
 {
     malloc_trim(0);
@@ -261,6 +266,8 @@ static void test_owner_taken_over(void)
     CHECK(freer.heap == older.heap,
           "a thread that freed the older parked heap's block first took over %s",
           freer.heap == newer.heap ? "the newer heap" : "another heap");
+    CHECK(freer.again == older.block, "the malloc after that free gave %p, not the block freed, %p",
+          freer.again, older.block);
     free(newer.block);
     malloc_trim(0);
 }
