@@ -1989,9 +1989,10 @@ static bool park(struct hak_heap *heap)
  * its caches: wanted if it is parked there, else the newest; NULL if none.
  * A thread whose first call frees a block takes over the heap that owns
  * it: a thread that carries on an exited thread's work (larson's
- * generations, a pool's replaced worker) then frees into its own heap, not
- * into one another thread took over, which would hold the blocks on its
- * delayed list meanwhile. */
+ * generations, a pool's replaced worker) then frees into its own heap,
+ * not as remote frees into a heap another thread took over, whose slabs
+ * hold the blocks until it collects them (larson's two lanes: 15-18 MB of
+ * peak RSS, against 14.0 so). */
 static struct hak_heap *unpark(unsigned node, const struct hak_heap *wanted)
 {
     if (!__atomic_load_n(&parked[node], __ATOMIC_RELAXED))
