@@ -919,6 +919,15 @@ _Static_assert(sizeof(struct hak_heap) <= HAK_META_MAX_BYTES, "a heap is one met
 
 static struct hak_heap *unpark(unsigned node, const struct hak_heap *wanted);
 
+/* heap as the calling thread's: in its TLS, of its node, and its exit
+ * hook's to take down or park. */
+static void make_mine(struct hak_heap *heap)
+{
+    hak_tls.heap = heap;
+    set_thread_node(&hak_tls, heap->node);
+    pthread_setspecific(exit_key, heap);
+}
+
 /* The thread's heap: one an exited thread of its node parked (below),
  * wanted if it is one of them, else a new one. */
 static struct hak_heap *heap_create(const struct hak_heap *wanted)
@@ -926,9 +935,7 @@ static struct hak_heap *heap_create(const struct hak_heap *wanted)
     hak_init();
     struct hak_heap *heap = heap_gone ? NULL : unpark(hak_numa_thread_node(), wanted);
     if (heap) {
-        hak_tls.heap = heap;
-        set_thread_node(&hak_tls, heap->node);
-        pthread_setspecific(exit_key, heap);
+        make_mine(heap);
         hak_stat_add(HAK_STAT_HEAPS_INHERITED, 1);
         return heap;
     }
@@ -964,9 +971,7 @@ static struct hak_heap *heap_create(const struct hak_heap *wanted)
         link_live(heap);
         pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);
     }
-    hak_tls.heap = heap;
-    set_thread_node(&hak_tls, heap->node);
-    pthread_setspecific(exit_key, heap);
+    make_mine(heap);
     hak_stat_add(HAK_STAT_THREADS, 1);
     return heap;
 }
@@ -2103,6 +2108,16 @@ static bool is_parked(const struct hak_heap *heap)
     return false;
 }
 
+/* The exiting thread's heap, taken down or parked, leaves its TLS: a
+ * later destructor's free makes no heap, and its malloc an unregistered
+ * one (heap_gone). */
+static void leave_heap(void)
+{
+    hak_tls.heap = &hak_empty_heap;
+    set_thread_node(&hak_tls, HAK_HEAPLESS_NODE);
+    heap_gone = true;
+}
+
 void hak_heap_thread_exit(void *arg)
 {
     struct hak_heap *heap = arg;
@@ -2110,9 +2125,7 @@ void hak_heap_thread_exit(void *arg)
         for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
             hak_tls.head[cls] = HAK_LIST_END;
         memset(hak_tls.allocs, 0, sizeof(hak_tls.allocs));
-        hak_tls.heap = &hak_empty_heap;
-        set_thread_node(&hak_tls, HAK_HEAPLESS_NODE);
-        heap_gone = true;
+        leave_heap();
         retire_parked_heaps(hak_os_now_ms(), hak_options.decay_ms);
         return;
     }
@@ -2122,9 +2135,7 @@ void hak_heap_thread_exit(void *arg)
         hak_quarantine_destroy(heap->quarantine);
     }
     leave_all_slabs(heap);
-    hak_tls.heap = &hak_empty_heap;
-    set_thread_node(&hak_tls, HAK_HEAPLESS_NODE);
-    heap_gone = true;
+    leave_heap();
     pthread_mutex_lock(&hak_fork_locks.heap_registry.mutex);
     unregister(heap);
     /* A heap made for a later destructor's malloc counts from zero. */
