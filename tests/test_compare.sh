@@ -75,6 +75,9 @@ for allocator in ("glibc", "hakmem"):
         for metric in ("ops_per_s", "minflt", "maxrss_kb"):
             check(entry["summary"].get(metric, {}).get("median", 0) > 0,
                   "results.json: %s has no positive %s" % (allocator, metric))
+        cpu = [entry["summary"].get(m, {}).get("median") for m in ("user_s", "sys_s")]
+        check(None not in cpu and min(cpu) >= 0 and sum(cpu) > 0,
+              "results.json: %s has no CPU seconds (user_s, sys_s): %s" % (allocator, cpu))
     csv_metrics = {r["metric"]: float(r["median"]) for r in rows
                    if r["benchmark"] == "random_mixed" and r["allocator"] == allocator}
     for metric in ("ops_per_s", "minflt", "maxrss_kb"):
@@ -97,6 +100,8 @@ check(not any(missing in (r["library"], r["allocator"]) for r in rows),
 check("skipping allocator %s" % missing in stderr, "the missing allocator was not reported")
 check("run 1/1" in stderr, "no progress line on stderr")
 check(os.path.exists(os.path.join(results, "results.md")), "no results.md")
+with open(os.path.join(results, "results.md")) as source:
+    check("| user s | sys s |" in source.read(), "results.md has no CPU seconds columns")
 check(os.path.exists(os.path.join(results, "ops_per_s.png")) or "no charts" in stderr,
       "neither a chart nor a note saying why there is none")
 
