@@ -110,16 +110,25 @@
 #define HAK_L25_MAX (1024 * 1024)
 #define HAK_NUM_CLASSES (HAK_SMALL_CLASSES + HAK_MID_CLASSES + HAK_L25_CLASSES)
 #define HAK_FIRST_MID HAK_SMALL_CLASSES
-/* A SuperSlab page's class (struct hak_superslab) where no block of a live
- * slab starts. */
-#define HAK_NO_SMALL_CLASS HAK_SMALL_CLASSES
+/* The classes whose blocks SuperSlabs serve: the small ones, and the Mid
+ * ones up to a page (1280 B ... 4 KiB), whose spans would be a slab long.
+ * Blocks of both sizes then share one address space: the slabs a phase of
+ * one size frees serve the next phase's other size where they lie, with
+ * free's fast path for either (thread_heap.h), where Mid spans took the
+ * SuperSlabs' pages by moving them (hak_shared_pool_lend) and gave them
+ * back the same way, a mremap each way, in every round of a program whose
+ * phases alternate (bench/phases with no pauses: 17.0M ops/s against
+ * 18.7M so, mimalloc 20.3M). */
+#define HAK_SUPERSLAB_CLASSES (HAK_FIRST_MID + 8)
 /* A SuperSlab page's byte (struct hak_superslab) holds its class below
  * HAK_PAGE_TAG_SHIFT and, above, the page tag of the heap that owns its
  * slab: one of HAK_PAGE_TAGS, dealt to heaps in turn (struct hak_thread). */
 #define HAK_PAGE_TAG_SHIFT 5
 #define HAK_PAGE_TAGS 8
 #define HAK_PAGE_CLASS_MASK ((1u << HAK_PAGE_TAG_SHIFT) - 1)
-_Static_assert(HAK_NO_SMALL_CLASS <= HAK_PAGE_CLASS_MASK &&
+/* A SuperSlab page's class where no block of a live slab starts. */
+#define HAK_NO_PAGE_CLASS HAK_PAGE_CLASS_MASK
+_Static_assert(HAK_SUPERSLAB_CLASSES <= HAK_NO_PAGE_CLASS &&
                    HAK_PAGE_TAGS << HAK_PAGE_TAG_SHIFT <= 256,
                "a page's byte holds its class and its owner's tag");
 #define HAK_FIRST_L25 (HAK_SMALL_CLASSES + HAK_MID_CLASSES)
@@ -293,7 +302,7 @@ struct hak_superslab {
     /* The class of every page's slab, where free finds it from a block's
      * address alone (hak_superslab_page_class), for the pages where page_slab
      * has the slab (set as blocks are carved, arena/slab.c), and
-     * HAK_NO_SMALL_CLASS elsewhere; with the page tag of the slab's owner
+     * HAK_NO_PAGE_CLASS elsewhere; with the page tag of the slab's owner
      * above the class (HAK_PAGE_TAG_SHIFT), which free in the region XORs
      * with the thread's own (struct hak_thread).  By page, not by slab:
      * free has the page's number at hand for page_slab.  Apart from the
@@ -451,10 +460,11 @@ struct hak_heap {
     void *seen_head[HAK_SMALL_CLASSES];
     uint32_t seen_room[HAK_SMALL_CLASSES];
     /* Refills and flushes so far, and each class's mallocs when the caches
-     * were last looked over for ones that idle for a decay period. */
+     * were last looked over for ones that idle for a decay period (modulo
+     * 2^32, compared for equality only, as below). */
     uint32_t slow_events;
     uint64_t idle_look_ms;
-    uint64_t idle_allocs[HAK_NUM_CLASSES];
+    uint32_t idle_allocs[HAK_NUM_CLASSES];
     /* For release_idle_for_growth (thread_heap.c): the time of each
      * class's last refill or flush and its mallocs then; its mallocs when
      * the idle look last read the clock, and the first reading that saw
@@ -469,8 +479,9 @@ struct hak_heap {
      * thread's growth (its minor page faults and the pages of the slabs
      * and spans it took) at the first look that saw them change (modulo
      * 2^32, for differences only), and when it last looked (microseconds,
-     * CLOCK_MONOTONIC).  The heap is 8192 bytes, the biggest meta record:
-     * taken_pages took padding; a field more needs room made first. */
+     * CLOCK_MONOTONIC).  The heap fits the biggest meta record, 8192
+     * bytes, with 128 to spare (idle_allocs' halving made room for the
+     * Mid classes' foreign lists). */
     uint32_t growth_allocs[HAK_NUM_CLASSES];
     uint32_t active_growth[HAK_NUM_CLASSES];
     uint64_t growth_look_us;
@@ -480,12 +491,12 @@ struct hak_heap {
     struct hak_slab_list partial[HAK_NUM_CLASSES];
     struct hak_slab_list full[HAK_NUM_CLASSES];
     uint32_t node;
-    /* Small blocks of other heaps' slabs freed here, by class: they go
+    /* Blocks of other heaps' SuperSlab slabs freed here, by class: they go
      * home in runs, as many at a time as a flush of the class sends, at a
      * refill of the class and whenever its cache is emptied (thread_heap.c,
      * hak_heap_free_unowned). */
-    void *foreign[HAK_SMALL_CLASSES];
-    uint32_t foreign_count[HAK_SMALL_CLASSES];
+    void *foreign[HAK_SUPERSLAB_CLASSES];
+    uint32_t foreign_count[HAK_SUPERSLAB_CLASSES];
     struct hak_quarantine *quarantine; /* under memcheck: front/quarantine.h */
     bool registered;                   /* thread_heap.c: heap_create */
     struct hak_heap *next_live;        /* registry, for stats */
@@ -525,9 +536,9 @@ struct hak_thread {
     uint32_t room[HAK_NUM_CLASSES];
     uint64_t allocs[HAK_NUM_CLASSES]; /* mallocs served, for stats */
     /* Indexed by a SuperSlab page's byte (class and owner's page tag)
-     * XOR page_tag: hak_class_divide_magic of the small classes, which the
-     * bytes of the pages of the thread's own slabs give, and 0 for every
-     * other byte, HAK_NO_SMALL_CLASS's and those of other heaps' slabs.
+     * XOR page_tag: hak_class_divide_magic of the SuperSlab classes, which
+     * the bytes of the pages of the thread's own slabs give, and 0 for
+     * every other byte, HAK_NO_PAGE_CLASS's and those of other heaps' slabs.
      * free tests that a block of the thread's part of the region starts a
      * block of its page's class with these, where the thread's own address
      * is at hand, and reads no slab (thread_heap.h); a block of another
@@ -536,7 +547,7 @@ struct hak_thread {
      * take it back: a block of 16 B shares its cache line with three of the
      * other thread's, which both threads then write (passive false sharing,
      * Hoard's cache-scratch: 3.3 times glibc's time on two CPUs). */
-    uint64_t small_divide_magic[1u << 8];
+    uint64_t page_divide_magic[1u << 8];
     /* The heap's, shifted by HAK_PAGE_TAG_SHIFT; as wide as the index it is
      * XORed into, so that free XORs it straight from memory. */
     uint64_t page_tag;

@@ -351,7 +351,7 @@ static inline bool slab_block_usable(void *ptr, size_t *usable)
     uintptr_t part_offset;
     if (hak_heap_region_find(self, ptr, &part_offset)) {
         unsigned cls = hak_heap_region_page_byte(self, part_offset) & HAK_PAGE_CLASS_MASK;
-        if (cls >= HAK_SMALL_CLASSES) /* a page where no block starts */
+        if (!hak_class_in_superslab(cls)) /* a page where no block starts */
             return false;
         *usable = hak_class_size[cls];
         return true;

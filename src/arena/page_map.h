@@ -84,7 +84,7 @@ static inline struct hak_slab *hak_superslab_page_slab(const void *ptr, size_t p
 /* The class of ptr's slab in the SuperSlab that holds it, read beside the
  * slab rather than from it: free's store into the thread's cache then
  * waits on one load, not two (fixed_size at level 1: 142-160 M pairs/s
- * through the slab, 165-183 M so).  HAK_NO_SMALL_CLASS where no block of
+ * through the slab, 165-183 M so).  HAK_NO_PAGE_CLASS where no block of
  * a live slab starts.  A slab takes a class only while it holds no block,
  * so the two differ only under a free of a block that is not live, as the
  * slab's other fields may then be torn too. */

@@ -57,7 +57,7 @@ static void set_page_info(const struct hak_slab *slab, const char *from, const c
 }
 
 /* The same for a SuperSlab's pages: their class and the owner's page tag
- * where the slab's blocks start, HAK_NO_SMALL_CLASS inside a block that
+ * where the slab's blocks start, HAK_NO_PAGE_CLASS inside a block that
  * runs on from the page before. */
 static void set_page_class(const struct hak_slab *slab, const char *from, const char *to)
 {
@@ -66,7 +66,7 @@ static void set_page_class(const struct hak_slab *slab, const char *from, const 
     uint8_t byte = (uint8_t)(slab->cls | slab->page_tag);
     for (size_t page = ((uintptr_t)from - (uintptr_t)ss) >> HAK_PAGE_SHIFT; page <= last; page++)
         hak_superslab_set_page_byte(
-            ss, page, ss->page_slab[page] == slab ? byte : (uint8_t)HAK_NO_SMALL_CLASS);
+            ss, page, ss->page_slab[page] == slab ? byte : (uint8_t)HAK_NO_PAGE_CLASS);
 }
 
 /* Free blocks are memcheck's no-go area but for their link and tag. */

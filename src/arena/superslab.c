@@ -25,7 +25,7 @@ static bool setup(struct hak_superslab *ss, unsigned node, uint8_t *region_page_
     for (unsigned p = 0; p < HAK_SUPERSLAB_PAGES; p++)
         ss->page_slab[p] = &hak_invalid_slab;
     ss->region_page_cls = region_page_cls;
-    hak_superslab_set_page_bytes(ss, 0, HAK_SUPERSLAB_PAGES, HAK_NO_SMALL_CLASS);
+    hak_superslab_set_page_bytes(ss, 0, HAK_SUPERSLAB_PAGES, HAK_NO_PAGE_CLASS);
     for (unsigned i = 0; i < HAK_SLABS_PER_SUPERSLAB; i++) {
         struct hak_slab *slab = &ss->slabs[i];
         slab->chunk = &ss->head;

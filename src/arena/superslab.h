@@ -130,7 +130,7 @@ static inline void hak_superslab_set_page_bytes(struct hak_superslab *ss, size_t
 static inline void hak_superslab_clear_page_classes(const struct hak_slab *slab)
 {
     hak_superslab_set_page_bytes(hak_superslab_of(slab), hak_superslab_index(slab) * HAK_SLAB_PAGES,
-                                 HAK_SLAB_PAGES, HAK_NO_SMALL_CLASS);
+                                 HAK_SLAB_PAGES, HAK_NO_PAGE_CLASS);
 }
 
 #endif

@@ -42,6 +42,12 @@ static inline bool hak_class_is_small(unsigned cls)
     return cls < HAK_FIRST_MID;
 }
 
+/* Whether SuperSlabs serve the class's blocks (HAK_SUPERSLAB_CLASSES). */
+static inline bool hak_class_in_superslab(unsigned cls)
+{
+    return cls < HAK_SUPERSLAB_CLASSES;
+}
+
 static inline bool hak_class_is_l25(unsigned cls)
 {
     return cls >= HAK_FIRST_L25;

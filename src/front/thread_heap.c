@@ -139,13 +139,15 @@ static uint8_t page_tag_of(const struct hak_heap *heap)
 static void release_idle_for_growth(struct hak_heap *heap, unsigned keep);
 
 /* A slab or span from node's backend, idle classes' blocks given back
- * first (release_idle_for_growth).  At level 2 the last page of a
- * SuperSlab's slab is its guard, for good (arena/superslab.c); a span gets
- * one more page, guarded while it serves blocks (release_to_backend). */
+ * first (release_idle_for_growth): a SuperSlab's slab for the small classes
+ * and the Mid ones up to a page (HAK_SUPERSLAB_CLASSES), a span for the
+ * others.  At level 2 the last page of a SuperSlab's slab is its guard,
+ * for good (arena/superslab.c); a span gets one more page, guarded while
+ * it serves blocks (release_to_backend). */
 static struct hak_slab *fresh_slab(struct hak_heap *heap, unsigned cls)
 {
     release_idle_for_growth(heap, cls);
-    if (hak_class_is_small(cls)) {
+    if (hak_class_in_superslab(cls)) {
         struct hak_slab *slab = hak_shared_pool_take(heap->node);
         if (slab) {
             hak_slab_assign(slab, heap, page_tag_of(heap), cls, slab->start,
@@ -556,7 +558,7 @@ static void flush_cache(struct hak_heap *heap, unsigned cls)
     heap->thread->room[cls] = heap->limit[cls];
     return_lent_room(heap, cls);
     flush_list(heap, list, false);
-    if (hak_class_is_small(cls))
+    if (hak_class_in_superslab(cls))
         send_foreign(heap, cls, false);
 }
 
@@ -604,7 +606,7 @@ static bool holds_blocks(struct hak_heap *heap, unsigned cls)
 {
     return cached_list(heap, cls) || heap->limit[cls] > cache_limit(cls) ||
            heap->cur[cls] != &hak_empty_slab ||
-           (hak_class_is_small(cls) && heap->foreign_count[cls]);
+           (hak_class_in_superslab(cls) && heap->foreign_count[cls]);
 }
 
 /* Every IDLE_LOOK_EVENTS refills and flushes a heap reads the clock, and
@@ -652,7 +654,7 @@ static void look_for_idle(struct hak_heap *heap, unsigned keep)
         return;
     heap->idle_look_ms = now;
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
-        uint64_t allocs = heap->thread->allocs[cls];
+        uint32_t allocs = (uint32_t)heap->thread->allocs[cls];
         if (cls != keep && allocs == heap->idle_allocs[cls] && holds_blocks(heap, cls))
             release_cache(heap, cls);
         heap->idle_allocs[cls] = allocs;
@@ -943,8 +945,8 @@ static struct hak_heap *heap_create(const struct hak_heap *wanted)
     if (!heap)
         return NULL;
     heap->thread = &hak_tls;
-    memcpy(hak_tls.small_divide_magic, hak_class_divide_magic,
-           HAK_SMALL_CLASSES * sizeof(hak_class_divide_magic[0]));
+    memcpy(hak_tls.page_divide_magic, hak_class_divide_magic,
+           HAK_SUPERSLAB_CLASSES * sizeof(hak_class_divide_magic[0]));
     /* Dealt in turn, so that up to HAK_PAGE_TAGS threads tell each other's
      * blocks apart (more share tags, and take each other's blocks of a
      * shared tag into their caches, as all did before tags). */
@@ -1210,7 +1212,7 @@ static void *refill(struct hak_heap *heap, size_t size, unsigned cls)
         grow(heap, cls);
     }
     look_for_idle(heap, cls);
-    if (hak_class_is_small(cls) && heap->foreign[cls])
+    if (hak_class_in_superslab(cls) && heap->foreign[cls])
         send_foreign(heap, cls, true);
     heap->stats[cls].refills++;
     uint32_t batch = heap->batch[cls];
@@ -1580,7 +1582,7 @@ void hak_heap_free_other(void *block, struct hak_slab *slab)
     send_home(hak_tls.heap, slab, block);
 }
 
-/* A small block whose slab another heap owns (or that is not sound, which
+/* A SuperSlab's block whose slab another heap owns (or that is not sound, which
  * hak_heap_free_invalid names).  Such blocks wait, by class, until as many
  * as a flush of the class sends have come (half the cache's own capacity,
  * without room lent to it), or
@@ -1606,7 +1608,7 @@ void hak_heap_free_unowned(void *block, struct hak_slab *slab)
         starts = hak_slab_starts_block(slab, offset);
     } else {
         cls = (unsigned)hak_superslab_page_class(block, hak_superslab_page(block));
-        starts = cls != HAK_NO_SMALL_CLASS && hak_class_divides(cls, offset);
+        starts = hak_class_in_superslab(cls) && hak_class_divides(cls, offset);
     }
     if (!starts || hak_block_tagged_free(block)) {
         hak_heap_free_invalid(block, slab);
@@ -1975,7 +1977,7 @@ static bool park(struct hak_heap *heap)
     struct parked_heap *record = hak_meta_alloc(sizeof(*record));
     if (!record)
         return false;
-    for (unsigned cls = 0; cls < HAK_SMALL_CLASSES; cls++)
+    for (unsigned cls = 0; cls < HAK_SUPERSLAB_CLASSES; cls++)
         if (heap->foreign[cls])
             send_foreign(heap, cls, false);
     for (unsigned cls = hak_harden.level ? HAK_SMALL_CLASSES : 0; cls < HAK_NUM_CLASSES; cls++)
@@ -2204,7 +2206,7 @@ void hak_heap_usage(struct hak_heap_usage *usage)
                            (int64_t)__atomic_load_n(&heap->thread->room[cls], __ATOMIC_RELAXED);
             cached[cls] += held > 0 ? (uint64_t)held : 0;
             /* Other heaps' blocks on their way home: free, as the cache's. */
-            if (hak_class_is_small(cls))
+            if (hak_class_in_superslab(cls))
                 cached[cls] += __atomic_load_n(&heap->foreign_count[cls], __ATOMIC_RELAXED);
         }
     pthread_mutex_unlock(&hak_fork_locks.heap_registry.mutex);

@@ -293,7 +293,7 @@ static inline void hak_heap_free_in_region(struct hak_thread *self, void *block,
 {
     size_t cls = hak_heap_region_page_byte(self, part_offset) ^ self->page_tag;
     hak_heap_free_mine(
-        self, hak_magic_divides(&self->small_divide_magic[cls], hak_superslab_block_offset(block)),
+        self, hak_magic_divides(&self->page_divide_magic[cls], hak_superslab_block_offset(block)),
         cls, block, NULL, hak_heap_free_unowned);
 }
 

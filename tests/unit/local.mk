@@ -31,7 +31,8 @@ UNIT_TESTS = \
 	tests/unit/test_startup_reads \
 	tests/unit/test_old_kernel_moves \
 	tests/unit/test_large_mappings \
-	tests/unit/test_parked_heap
+	tests/unit/test_parked_heap \
+	tests/unit/test_phase_reuse
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 
@@ -152,3 +153,8 @@ tests_unit_test_free_memory_reported_SOURCES = tests/unit/test_free_memory_repor
 tests_unit_test_free_memory_reported_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_free_memory_reported_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_free_memory_reported_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_phase_reuse_SOURCES = tests/unit/test_phase_reuse.c tests/unit/unit.h
+tests_unit_test_phase_reuse_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_phase_reuse_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_phase_reuse_LDADD = $(UNIT_LDADD)

@@ -205,19 +205,23 @@ static void check_region_parts(void)
 
 /* free takes a block at an address the thread's part of the region holds
  * for a SuperSlab's of the thread's node: where there is a region (the
- * fast route, no address-space limit), every small block is there, no Mid
- * or larger one is.  A copy of the part's used that lags (a SuperSlab
- * another thread of the node made since) sends the block through the page
- * map, which frees it as well. */
+ * fast route, no address-space limit), every small block is there, and
+ * every Mid one up to a page (HAK_SUPERSLAB_CLASSES), no bigger one.  A
+ * copy of the part's used that lags (a SuperSlab another thread of the
+ * node made since) sends the block through the page map, which frees it
+ * as well. */
 static void test_superslab_region(void)
 {
-    static const size_t sizes[] = {8, 100, 1024, 1025, 5000, 200000, 1048576, 4 << 20};
+    static const size_t sizes[] = {8,    100,  1024,   1025,    2048,   4096,
+                                   4097, 5000, 200000, 1048576, 4 << 20};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         char *block = malloc(sizes[i]);
         if (!block)
             hard_error("malloc(%zu) failed", sizes[i]);
         bool region = hak_superslab_region_exists();
-        bool small = sizes[i] <= HAK_SMALL_MAX;
+        bool small = sizes[i] <= HAK_PAGE_SIZE;
+        CHECK(sizes[i] > HAK_L25_MAX || small == hak_class_in_superslab(hak_class_of(sizes[i])),
+              "malloc(%zu)'s class is %s SuperSlab class", sizes[i], small ? "no" : "a");
         uintptr_t offset;
         CHECK(hak_superslab_region_holds(block) == (small && region),
               "malloc(%zu) = %p %s in the SuperSlab region", sizes[i], (void *)block,

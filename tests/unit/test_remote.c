@@ -1,12 +1,12 @@
 /* Remote frees through malloc and free: thread A allocates blocks of small,
  * Mid and L25 classes, thread B frees them all and exits, and A's later
- * allocations get that memory back: the same blocks, or for Mid and L25
- * blocks ones that start inside them or inside those of the other of the
- * two (the HotSpanBox merges neighbouring freed spans and cuts them again
- * where the next request needs, from the best fitting span whatever class
- * it held: in the second round, whose spans take the first's pages, the
- * L25 spans start on grain lines, apart, and serve Mid requests first,
- * arena/page_arena.c).
+ * allocations get that memory back: the same blocks, or ones that start
+ * inside the freed blocks of another case that the same backend serves.
+ * SuperSlabs serve the small and the Mid classes up to a page: a slab that
+ * B's frees emptied serves the next class that takes a slab (the 3000 B
+ * case's, the 48 B one in the second round).  The HotSpanBox merges
+ * neighbouring freed spans and cuts them again where the next request
+ * needs, from the best fitting span whatever class it held.
  *
  * A free by another thread of the same node waits in the freeing thread's
  * heap first (a small block among those of other heaps' slabs, a Mid or L25
@@ -28,7 +28,7 @@ struct class_case {
     /* At least half the freed blocks must come back within as many
      * allocations; otherwise one, after A's current slab runs out. */
     bool most_back_at_once;
-    bool in_spans; /* a Mid or L25 class: its spans go to the HotSpanBox */
+    bool in_spans; /* spans of the HotSpanBox, not SuperSlab slabs */
 };
 
 static const struct class_case cases[] = {
@@ -37,8 +37,8 @@ static const struct class_case cases[] = {
     /* C10 (224 B): a few more than go home at once, the rest at B's exit;
      * they wait on A's current slab until its fresh blocks are used up */
     {200, 40, false, false},
-    /* Mid: ten spans; the emptied ones go to the HotSpanBox and come back */
-    {3000, 200, true, true},
+    /* Mid up to a page: ten SuperSlab slabs, all emptied by B's frees */
+    {3000, 200, true, false},
     /* L25: one block per span, each back through the HotSpanBox */
     {100 * 1024, 40, true, true},
 };
@@ -132,8 +132,8 @@ static void check_reuse(struct round *round, size_t c)
             hard_error("malloc(%zu) failed", cs->size);
         again[taken++] = block;
         bool back = inside_freed(block, round->sorted[c], cs->count, cs->size);
-        for (size_t other = 0; other < CASES && cs->in_spans && !back; other++)
-            back = cases[other].in_spans &&
+        for (size_t other = 0; other < CASES && !back; other++)
+            back = cases[other].in_spans == cs->in_spans &&
                    inside_freed(block, round->sorted[other], cases[other].count, cases[other].size);
         reused += back;
     }
