@@ -7,11 +7,12 @@
  * the head of its chunk, so a pointer finds its owner in O(1) without
  * touching memory hakmem does not own.
  *
- *   SuperSlab  (2 MiB)  small classes C0-C19; 32 slabs of 64 KiB, slab 0 holds
- *                       the header.  Per-node shared pool.
- *   Arena chunk (4 MiB) the PageArena: page spans for Mid slabs (1-32 KiB
- *                       classes) and L25 blocks (32 KiB-1 MiB, one block per
- *                       span).  Freed spans wait in the HotSpanBox, still
+ *   SuperSlab  (2 MiB)  small classes C0-C19 and Mid M0-M7 (up to 4 KiB,
+ *                       HAK_SUPERSLAB_CLASSES); 32 slabs of 64 KiB, slab 0
+ *                       holds the header.  Per-node shared pool.
+ *   Arena chunk (4 MiB) the PageArena: page spans for the other Mid slabs (up
+ *                       to 32 KiB) and L25 blocks (32 KiB-1 MiB, one block
+ *                       per span).  Freed spans wait in the HotSpanBox, still
  *                       mapped, before they are decommitted and coalesced.
  *   Large      (any)    one mapping per block above 1 MiB.
  *
