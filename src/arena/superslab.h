@@ -1,4 +1,5 @@
-/* The SuperSlab: a 2 MiB chunk cut into 64 KiB slabs for the small classes. */
+/* The SuperSlab: a 2 MiB chunk cut into 64 KiB slabs for the small classes
+ * and the Mid ones up to a page (HAK_SUPERSLAB_CLASSES). */
 #ifndef HAK_SUPERSLAB_H
 #define HAK_SUPERSLAB_H
 

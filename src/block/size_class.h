@@ -18,7 +18,9 @@ extern const uint64_t hak_class_divide_magic[HAK_NUM_CLASSES] HAK_SHARED;
  * the requests their class serves, so that their starts spread over the
  * cache sets (size_class.c). */
 #define HAK_CLASS_COLOUR 256
-/* Bytes of the span a Mid or L25 slab of the class occupies. */
+/* Bytes of the span a Mid or L25 slab of the class occupies: for the Mid
+ * classes up to a page, which take SuperSlab slabs (HAK_SUPERSLAB_CLASSES),
+ * a slab's. */
 extern const uint32_t hak_class_span_bytes[HAK_NUM_CLASSES] HAK_SHARED;
 
 static inline unsigned hak_small_class(size_t size)

@@ -538,7 +538,7 @@ static void return_lent_room(struct hak_heap *heap, unsigned cls)
     }
 }
 
-/* The blocks of other heaps' slabs of small class cls freed here go home
+/* The blocks of other heaps' SuperSlab slabs of class cls freed here go home
  * (hak_heap_free_unowned); adopt: at a refill of the class, which adopts
  * the slabs of exited threads among them (flush_list). */
 static void send_foreign(struct hak_heap *heap, unsigned cls, bool adopt)
@@ -1906,12 +1906,13 @@ _Static_assert(sizeof(struct parked_heap) <= HAK_META_MAX_BYTES,
 static struct parked_heap *parked[HAK_MAX_NODES] HAK_START_UP;
 
 /* The blocks of other heaps' slabs in cls's cache go home, the heap's own
- * stay, in their order: a Mid or L25 block freed from another thread's
- * slab enters the cache (a small one too at level 0), and parked, it would
- * be lost to its owner until the heap is taken over or leaves.  Those
- * caches hold some dozens of blocks.  At level 1 a small block of a heap
- * that shares the thread's page tag (past HAK_PAGE_TAGS threads) stays so
- * parked: the small caches are not walked. */
+ * stay, in their order: a block of an arena span (Mid over a page, L25)
+ * freed from another thread's span enters the cache (a SuperSlab's too at
+ * level 0), and parked, it would be lost to its owner until the heap is
+ * taken over or leaves.  Those caches hold some dozens of blocks.  At
+ * level 1 a SuperSlab's block of a heap that shares the thread's page tag
+ * (past HAK_PAGE_TAGS threads) stays so parked: the caches of the
+ * SuperSlab classes are not walked. */
 static void send_others_home(struct hak_heap *heap, unsigned cls)
 {
     void *own = NULL, *own_last = NULL, *others = NULL, *others_last = NULL;
@@ -1980,7 +1981,7 @@ static bool park(struct hak_heap *heap)
     for (unsigned cls = 0; cls < HAK_SUPERSLAB_CLASSES; cls++)
         if (heap->foreign[cls])
             send_foreign(heap, cls, false);
-    for (unsigned cls = hak_harden.level ? HAK_SMALL_CLASSES : 0; cls < HAK_NUM_CLASSES; cls++)
+    for (unsigned cls = hak_harden.level ? HAK_SUPERSLAB_CLASSES : 0; cls < HAK_NUM_CLASSES; cls++)
         send_others_home(heap, cls);
     record->heap = heap;
     record->since_ms = hak_os_now_ms();

@@ -21,6 +21,10 @@
 #include "unit.h"
 
 #define SIZE 64
+/* Blocks of a span (Mid over a page), which a freeing thread caches, and
+ * of a SuperSlab's slab (Mid up to a page), which it keeps apart to send
+ * home (foreign). */
+#define SPAN_SIZE 6000
 #define MID_SIZE 3000
 #define CACHED 20 /* blocks a thread frees into its cache before it exits */
 #define TOGETHER 4
@@ -272,20 +276,26 @@ static void test_owner_taken_over(void)
     malloc_trim(0);
 }
 
-/* A Mid block of the main thread's that another thread freed into its
- * cache goes home when that thread parks its heap, not with the heap. */
-static void test_others_go_home(void)
+/* A block of the main thread's that another thread freed (into its cache,
+ * or apart) goes home when that thread parks its heap, not with the heap. */
+static void test_other_goes_home(size_t size)
 {
-    unsigned cls = hak_class_of(MID_SIZE);
-    void *block = unit_malloc(MID_SIZE);
+    unsigned cls = hak_class_of(size);
+    void *block = unit_malloc(size);
     if (!block)
-        hard_error("malloc(%d) failed", MID_SIZE);
+        hard_error("malloc(%zu) failed", size);
     uint64_t sent = unit_class_stats(cls).remote_frees;
     unit_thread_run(free_block, block);
     CHECK(unit_class_stats(cls).remote_frees == sent + 1,
-          "%llu of the main thread's blocks went home at parking",
+          "%zu B: %llu of the main thread's blocks went home at parking", size,
           (unsigned long long)(unit_class_stats(cls).remote_frees - sent));
     malloc_trim(0);
+}
+
+static void test_others_go_home(void)
+{
+    test_other_goes_home(SPAN_SIZE);
+    test_other_goes_home(MID_SIZE);
 }
 
 #define SLAB_SIZE 256

@@ -319,9 +319,10 @@ static void test_remote_free_class(unsigned cls)
 
 static void test_remote_frees(void)
 {
-    test_remote_free_class(0);                 /* 4096 blocks of 16 B */
-    test_remote_free_class(3);                 /* 64 B */
-    test_remote_free_class(HAK_FIRST_MID + 1); /* Mid: a span, not a slab */
+    test_remote_free_class(0);                     /* 4096 blocks of 16 B */
+    test_remote_free_class(3);                     /* 64 B */
+    test_remote_free_class(HAK_FIRST_MID + 1);     /* Mid up to a page: a SuperSlab's slab */
+    test_remote_free_class(HAK_SUPERSLAB_CLASSES); /* Mid over a page: a span */
 }
 
 /* ---- the NOTIFY protocol ---- */
