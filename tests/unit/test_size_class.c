@@ -89,6 +89,10 @@ static void test_table_shape(void)
 
     CHECK(hak_class_size[HAK_FIRST_MID] == 1280, "M0 is %u B, expected 1280",
           hak_class_size[HAK_FIRST_MID]);
+    CHECK(hak_class_size[HAK_SUPERSLAB_CLASSES - 1] == HAK_PAGE_SIZE &&
+              hak_class_size[HAK_SUPERSLAB_CLASSES] > HAK_PAGE_SIZE,
+          "the SuperSlab classes end at %u B, not at the last class of a page",
+          hak_class_size[HAK_SUPERSLAB_CLASSES - 1]);
     CHECK(hak_class_size[HAK_FIRST_L25 - 1] == HAK_MID_MAX, "last Mid class is %u B, expected %u",
           hak_class_size[HAK_FIRST_L25 - 1], HAK_MID_MAX);
     CHECK(hak_class_size[HAK_FIRST_L25] == 40 * 1024, "L0 is %u B, expected 40960",
@@ -174,8 +178,12 @@ static void test_span_bytes(void)
         CHECK(span % HAK_PAGE_SIZE == 0, "class %u: span of %u B is not whole pages", cls, span);
         CHECK(span / HAK_PAGE_SIZE <= HAK_ARENA_USABLE_PAGES,
               "class %u: span of %u B does not fit in an arena chunk", cls, span);
-        if (hak_class_is_small(cls))
-            CHECK(span == HAK_SLAB_SIZE, "small class %u: span %u B is not a slab", cls, span);
+        /* The SuperSlab classes: the small ones and the Mid ones up to a
+         * page, whose blocks a slab serves. */
+        if (hak_class_in_superslab(cls))
+            CHECK(span == HAK_SLAB_SIZE && size <= HAK_PAGE_SIZE,
+                  "SuperSlab class %u: span %u B is not a slab, or its %u B blocks are over a page",
+                  cls, span, size);
         else if (hak_class_is_l25(cls))
             CHECK(span == size, "L25 class %u: span %u B is not exactly one %u B block", cls, span,
                   size);
