@@ -9,8 +9,8 @@
  * needs, from the best fitting span whatever class it held.
  *
  * A free by another thread of the same node waits in the freeing thread's
- * heap first (a small block among those of other heaps' slabs, a Mid or L25
- * block in its cache); only when half a cache's worth of the class has
+ * heap first (a SuperSlab's block among those of other heaps' slabs, a
+ * span's block in its cache); only when half a cache's worth of the class has
  * come, or the thread exits, does the block travel to the slab A owns (a
  * remote free).  A thread with no heap yet (it never allocated) gets one at
  * that free.  Both paths are run. */
