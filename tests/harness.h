@@ -258,6 +258,14 @@ static inline size_t vsz_bytes(void)
     return statm_bytes(0);
 }
 
+/* The process's minor page faults so far. */
+static inline long minor_faults(void)
+{
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_minflt;
+}
+
 /* The kernel's overcommit policy (vm.overcommit_memory), or -1. */
 static inline int overcommit_policy(void)
 {

@@ -14,7 +14,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,13 +23,6 @@
 
 static const size_t sizes[] = {32 * KiB + 1, 40000,     64 * KiB + 1, 100000,
                                300 * KiB,    700 * KiB, MiB - 16,     MiB};
-
-static long minor_faults(void)
-{
-    struct rusage usage;
-    getrusage(RUSAGE_SELF, &usage);
-    return usage.ru_minflt;
-}
 
 static void expect_zero(const void *block, size_t nmemb, size_t size, const char *how)
 {

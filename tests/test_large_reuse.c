@@ -19,20 +19,12 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
 
 enum { LIVE = 20, STEPS = 400 };
-
-static long minor_faults(void)
-{
-    struct rusage usage;
-    getrusage(RUSAGE_SELF, &usage);
-    return usage.ru_minflt;
-}
 
 static uint32_t next_random(uint32_t *state)
 {

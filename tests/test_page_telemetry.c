@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,13 +37,6 @@ struct snapshot {
 };
 
 static const char *const buckets[5] = {"C3", "L25", "LARGE", "SSM", "total"};
-
-static long minor_faults(void)
-{
-    struct rusage usage;
-    getrusage(RUSAGE_SELF, &usage);
-    return usage.ru_minflt;
-}
 
 /* "NAME first reused" from the report's pages table. */
 static void parse_bucket(const char *report, const char *name, unsigned long *first,

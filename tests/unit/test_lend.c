@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 
 #include "arena/hot_span_box.h"
 #include "arena/mappings.h"
@@ -86,13 +85,6 @@ static bool pages_resident(const char *mem, size_t pages)
         if (!unit_page_resident(mem + p * HAK_PAGE_SIZE))
             return false;
     return true;
-}
-
-static long minor_faults(void)
-{
-    struct rusage usage;
-    getrusage(RUSAGE_SELF, &usage);
-    return usage.ru_minflt;
 }
 
 /* All the slabs of one SuperSlab, taken from node 0's pool (the others

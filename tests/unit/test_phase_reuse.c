@@ -6,7 +6,6 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "arena/superslab.h"
 #include "block/size_class.h"
@@ -33,13 +32,6 @@ struct phase {
     struct block *blocks;
     size_t count;
 };
-
-static long minor_faults(void)
-{
-    struct rusage usage;
-    getrusage(RUSAGE_SELF, &usage);
-    return usage.ru_minflt;
-}
 
 /* Allocates blocks of sizes in turn up to PHASE_BYTES, each written whole. */
 static void run_phase(struct phase *phase, const size_t *sizes, size_t kinds)
@@ -152,7 +144,7 @@ static void check_mid_block_in_region(void)
 {
     for (size_t i = 0; i < sizeof(mid_sizes) / sizeof(mid_sizes[0]); i++) {
         unsigned cls = hak_class_of(mid_sizes[i]);
-        char *block = malloc(mid_sizes[i]);
+        char *block = unit_malloc(mid_sizes[i]);
         if (!block)
             hard_error("malloc(%zu) failed", mid_sizes[i]);
         uintptr_t offset;
@@ -168,7 +160,7 @@ static void check_mid_block_in_region(void)
               "malloc(%zu): %zu usable bytes, not its class's %u", mid_sizes[i],
               malloc_usable_size(block), hak_class_size[cls]);
         free(block);
-        char *again = malloc(mid_sizes[i]);
+        char *again = unit_malloc(mid_sizes[i]);
         CHECK(again == block, "malloc(%zu) after its free returned %p, not %p", mid_sizes[i],
               (void *)again, (void *)block);
         free(again);
