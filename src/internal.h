@@ -238,10 +238,12 @@ struct hak_slab {
      * (page telemetry, and what is resident): grows on first touch, and
      * moves with pages lent between the backends (hak_os_lend). */
     uint32_t touched_pages;
-    /* hak_class_divide_magic[cls], so that free tests that a pointer starts
-     * a block with no load of the class table (hak_slab_starts_block); 0,
-     * which divides no offset, while a SuperSlab's slab serves no blocks. */
-    uint64_t divide_magic;
+    /* The block-start test's bound for its class and count of blocks
+     * (hak_block_limit), so that free tests that a pointer starts one of
+     * them with no load of the class table but the magic (thread_heap.h);
+     * 0, which no offset passes, while a SuperSlab's slab serves no
+     * blocks. */
+    uint64_t block_limit;
 
     /* Written by the owner only. */
     void *free;
@@ -537,18 +539,20 @@ struct hak_thread {
     uint32_t room[HAK_NUM_CLASSES];
     uint64_t allocs[HAK_NUM_CLASSES]; /* mallocs served, for stats */
     /* Indexed by a SuperSlab page's byte (class and owner's page tag)
-     * XOR page_tag: hak_class_divide_magic of the SuperSlab classes, which
-     * the bytes of the pages of the thread's own slabs give, and 0 for
-     * every other byte, HAK_NO_PAGE_CLASS's and those of other heaps' slabs.
-     * free tests that a block of the thread's part of the region starts a
-     * block of its page's class with these, where the thread's own address
-     * is at hand, and reads no slab (thread_heap.h); a block of another
+     * XOR page_tag: the magic numbers and block-start limits of the
+     * SuperSlab classes (hak_class_divisors), which the bytes of the pages
+     * of the thread's own slabs give, and 0 for every other byte,
+     * HAK_NO_PAGE_CLASS's and those of other heaps' slabs.  free tests
+     * that a block of the thread's part of the region starts a block of
+     * its page's class with these, where the thread's own address is at
+     * hand, and reads no slab (thread_heap.h); a block of another
      * heap's slab fails the test too and goes home from the slow path, not
      * into this thread's cache, where its next malloc of the class would
      * take it back: a block of 16 B shares its cache line with three of the
      * other thread's, which both threads then write (passive false sharing,
      * Hoard's cache-scratch: 3.3 times glibc's time on two CPUs). */
     uint64_t page_divide_magic[1u << 8];
+    uint64_t page_block_limit[1u << 8];
     /* The heap's, shifted by HAK_PAGE_TAG_SHIFT; as wide as the index it is
      * XORed into, so that free XORs it straight from memory. */
     uint64_t page_tag;

@@ -371,7 +371,7 @@ static inline bool slab_block_usable(void *ptr, size_t *usable)
     const struct hak_page_info *info = hak_arena_page_info(ptr, hak_arena_page(ptr));
     size_t cls = info->cls;
     if (HAK_UNLIKELY(info->node == HAK_NO_NODE ||
-                     !hak_class_divides(cls, hak_page_info_offset(info, ptr))))
+                     !hak_class_starts_block(cls, hak_page_info_offset(info, ptr))))
         return false;
     *usable = hak_class_size[cls];
     return true;

@@ -256,6 +256,18 @@ static void never_handed_out(char *ptr)
     free(fault_ptr(ptr));
 }
 
+/* Where a block would start after the last of a 64 KiB slab of a class
+ * whose size does not divide it: the slab's blocks all handed out, so that
+ * its last page is carved.  The blocks stay live. */
+static char *past_last_block(size_t size)
+{
+    char *first = first_block(size, SLAB_SIZE);
+    size_t count = SLAB_SIZE / size;
+    for (size_t i = 1; i < count; i++)
+        must_malloc(size);
+    return first + count * size;
+}
+
 /* A write after free clears the link word; the malloc that pops the block
  * follows the link. */
 static void corrupt_free_list(void)
@@ -661,6 +673,14 @@ static void run_case(const char *name)
         /* M1 (1.5 KiB) in a 64 KiB span, of which the first refill
          * carves some 46 KiB. */
         never_handed_out(first_block(1300, PAGE_SIZE_4K) + 60 * KiB);
+    } else if (!strcmp(name, "never_small_past_last")) {
+        never_handed_out(past_last_block(48));
+    } else if (!strcmp(name, "never_mid_past_last")) {
+        never_handed_out(past_last_block(3072));
+    } else if (!strcmp(name, "never_small_straddling")) {
+        /* C2 (48 B): block 85 starts in the first page, 16 B before its
+         * end, and runs on into the second. */
+        never_handed_out(first_block(48, SLAB_SIZE) + 85 * 48);
     } else if (!strcmp(name, "never_mid_next_uncarved")) {
         /* M13 (12.25 KiB): the first refill carves two blocks, one to hand
          * out and one for the cache; the third starts in the last page of
@@ -806,6 +826,9 @@ static const struct misuse_case cases[] = {
     {"never_small_uncarved", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"never_mid_uncarved", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"never_mid_next_uncarved", "1", SIGABRT, "free of a pointer inside a block:", "class M13"},
+    {"never_small_past_last", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
+    {"never_mid_past_last", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
+    {"never_small_straddling", "1", SIGABRT, "double free of", "class C2"},
     {"never_large_header", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"never_arena_header", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"never_arena_free_span", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},

@@ -431,7 +431,7 @@ void hak_shared_pool_give(struct hak_slab *slab)
      * block-start test, which divides by no block size (the region's
      * frees test no node, superslab.h, and take the size from the page's
      * class). */
-    slab->divide_magic = 0;
+    slab->block_limit = 0;
     hak_superslab_clear_page_classes(slab);
     slab->state = HAK_STATE_POOL;
     slab->end = slab->start;

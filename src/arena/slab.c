@@ -142,8 +142,8 @@ void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, uint8_t page
     slab->start = start;
     slab->end = start + (bytes / size) * size;
     slab->block_size = size;
-    slab->divide_magic = hak_class_divide_magic[cls];
     slab->capacity = (uint32_t)(bytes / size);
+    slab->block_limit = hak_block_limit(cls, slab->capacity);
     slab->cls = (uint8_t)cls;
     if (slab->chunk->kind == HAK_CHUNK_SUPERSLAB)
         hak_superslab_clear_page_classes(slab);
@@ -164,20 +164,27 @@ uint32_t hak_slab_extend(struct hak_slab *slab)
     uint32_t size = slab->block_size;
     if (block + size > slab->end)
         return 0;
-    /* A page's worth, and at least one block: carving writes each block's
-     * first word, so a bigger batch would fault in pages nobody asked for
-     * (a compiler's first 8 KiB malloc touched 32 pages when big blocks
-     * were carved sixteen at a time, and most short processes take one or
-     * two blocks of each Mid class they use). */
-    size_t batch = size > HAK_PAGE_SIZE ? size : HAK_PAGE_SIZE;
-    char *limit = (size_t)(slab->end - block) < batch ? slab->end : block + batch;
+    /* The blocks that start in the carve's page, or one block bigger than a
+     * page: carving writes each block's first words, so a bigger batch
+     * would fault in pages nobody asked for (a compiler's first 8 KiB
+     * malloc touched 32 pages when big blocks were carved sixteen at a
+     * time, and most short processes take one or two blocks of each Mid
+     * class they use).  Every block that starts in the page, the one that
+     * runs on into the next too: free's fast path takes a block-start in a
+     * page carved for a block (arena/slab.h), and one left uncarved there
+     * went into the cache, handed out by the next malloc and again when
+     * carved. */
+    char *limit = size > HAK_PAGE_SIZE ? block + size
+                                       : (char *)(((uintptr_t)block | (HAK_PAGE_SIZE - 1)) + 1);
+    if (limit > slab->end)
+        limit = slab->end;
     void *head = slab->free;
     char *last = block;
     char *next = block + size;
     uint32_t carved = 1;
     /* Tagged free like a freed block: a free of one never handed out is
      * a double free (block/block_link.h). */
-    while (next + size <= limit) {
+    while (next < limit) {
         hak_link_set(last, next);
         hak_block_tag_free(last);
         last = next;

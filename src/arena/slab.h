@@ -79,7 +79,7 @@ static inline bool hak_slab_starts_carved_block(const struct hak_slab *slab, con
 {
     uint32_t offset = (uint32_t)((const char *)block - slab->start);
     return (const char *)block >= slab->start && (const char *)block < slab->carve &&
-           hak_class_divides(slab->cls, offset);
+           hak_class_starts_block(slab->cls, offset);
 }
 
 /* The blocks on slab's free list: of those it carved, the ones neither

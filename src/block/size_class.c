@@ -85,20 +85,6 @@ const uint32_t hak_class_size[HAK_NUM_CLASSES] = {
     Q(15), Q(16), Q(17), Q(18), Q(19),     /* L25: 40 KiB ... 1 MiB */
 };
 
-/* UINT64_MAX / size + 1: n is a multiple of the size exactly when
- * n * magic, modulo 2^64, is below magic, for every 32-bit n (Lemire,
- * Kaser and Kurz, "Faster remainder by direct computation", 2019). */
-#define MAGIC(size) (UINT64_MAX / (size) + 1)
-#define QMAGIC(e) STEPS(MAGIC, e, 0)
-#define QCMAGIC(e) STEPS(MAGIC, e, HAK_CLASS_COLOUR)
-
-const uint64_t hak_class_divide_magic[HAK_NUM_CLASSES] = {
-    MAGIC(16), MAGIC(32), MAGIC(48), MAGIC(64), MAGIC(80), MAGIC(96), MAGIC(112), MAGIC(128),
-    QMAGIC(7), QMAGIC(8), QMAGIC(9),
-    QMAGIC(10), QMAGIC(11), QMAGIC(12), QCMAGIC(13), QCMAGIC(14),
-    QMAGIC(15), QMAGIC(16), QMAGIC(17), QMAGIC(18), QMAGIC(19),
-};
-
 /* Mid slabs hold at least eight blocks; an L25 span is exactly one block. */
 #define MID_SPANS(e) ((e) <= 12 ? 65536u : (e) <= 13 ? 131072u : 262144u)
 #define MID4(e) MID_SPANS(e), MID_SPANS(e), MID_SPANS(e), MID_SPANS(e)
@@ -107,6 +93,51 @@ const uint32_t hak_class_span_bytes[HAK_NUM_CLASSES] = {
     [0 ... HAK_FIRST_MID - 1] = HAK_SLAB_SIZE,
     MID4(10), MID4(11), MID4(12), MID4(13), MID4(14),
     Q(15), Q(16), Q(17), Q(18), Q(19),
+};
+
+/* The block-start test (hak_block_starts).  magic = floor(2^64 / size) + 1,
+ * and excess = size * magic modulo 2^64, which lies in 1..size.  For an
+ * offset n = q * size + r below 2^32, n * magic modulo 2^64 is
+ * q * excess + r * magic with no wrap: q * excess where n is a multiple of
+ * the size, and at least magic (above 2^43, for blocks of at most 1 MiB)
+ * where it is not (Lemire, Kaser and Kurz, "Faster remainder by direct
+ * computation", 2019, with magic one more for a power of two, whose excess
+ * would be 0).  So one compare with count * excess, where count blocks
+ * fit, passes exactly the starts of those blocks: not a pointer inside a
+ * block, nor one past the last block, where a slab's bytes are no multiple
+ * of the size (free of slab + 1365 * 48, past a 48 B class's last block in
+ * 64 KiB, cached the block, and the next malloc handed it out across the
+ * next slab's first), nor one below the start, whose 32-bit offset
+ * wraps. */
+#define MAGIC(size) (UINT64_MAX / (size) + 1 + (UINT64_MAX % (size) == (size) - 1))
+#define EXCESS(size) ((uint64_t)(size) * MAGIC(size))
+#define LIMIT(size, span) ((span) / (size) * EXCESS(size))
+#define SLAB_LIMIT(size) LIMIT(size, HAK_SLAB_SIZE)
+#define SPAN_LIMIT(size) LIMIT(size, size)
+#define MID_LIMIT_10(size) LIMIT(size, MID_SPANS(10))
+#define MID_LIMIT_11(size) LIMIT(size, MID_SPANS(11))
+#define MID_LIMIT_12(size) LIMIT(size, MID_SPANS(12))
+#define MID_LIMIT_13(size) LIMIT(size, MID_SPANS(13))
+#define MID_LIMIT_14(size) LIMIT(size, MID_SPANS(14))
+#define QMAGIC(e) STEPS(MAGIC, e, 0)
+#define QCMAGIC(e) STEPS(MAGIC, e, HAK_CLASS_COLOUR)
+
+const struct hak_class_divisors hak_class_divisors = {
+    .magic = {
+        MAGIC(16), MAGIC(32), MAGIC(48), MAGIC(64), MAGIC(80), MAGIC(96), MAGIC(112), MAGIC(128),
+        QMAGIC(7), QMAGIC(8), QMAGIC(9),
+        QMAGIC(10), QMAGIC(11), QMAGIC(12), QCMAGIC(13), QCMAGIC(14),
+        QMAGIC(15), QMAGIC(16), QMAGIC(17), QMAGIC(18), QMAGIC(19),
+    },
+    .limit = {
+        SLAB_LIMIT(16), SLAB_LIMIT(32), SLAB_LIMIT(48), SLAB_LIMIT(64),
+        SLAB_LIMIT(80), SLAB_LIMIT(96), SLAB_LIMIT(112), SLAB_LIMIT(128),
+        STEPS(SLAB_LIMIT, 7, 0), STEPS(SLAB_LIMIT, 8, 0), STEPS(SLAB_LIMIT, 9, 0),
+        STEPS(MID_LIMIT_10, 10, 0), STEPS(MID_LIMIT_11, 11, 0), STEPS(MID_LIMIT_12, 12, 0),
+        STEPS(MID_LIMIT_13, 13, HAK_CLASS_COLOUR), STEPS(MID_LIMIT_14, 14, HAK_CLASS_COLOUR),
+        STEPS(SPAN_LIMIT, 15, 0), STEPS(SPAN_LIMIT, 16, 0), STEPS(SPAN_LIMIT, 17, 0),
+        STEPS(SPAN_LIMIT, 18, 0), STEPS(SPAN_LIMIT, 19, 0),
+    },
 };
 /* clang-format on */
 

@@ -12,8 +12,15 @@ extern const uint8_t hak_mid_class_of[HAK_L25_MAX / 256] HAK_SHARED;
 extern const uint32_t hak_class_size[HAK_NUM_CLASSES] HAK_SHARED;
 /* For hak_aligned_class at a page (size_class.c). */
 extern const uint8_t hak_page_aligned_class_of[HAK_L25_MAX / HAK_PAGE_SIZE] HAK_SHARED;
-/* For hak_class_divides (size_class.c). */
-extern const uint64_t hak_class_divide_magic[HAK_NUM_CLASSES] HAK_SHARED;
+/* For the block-start test (hak_block_starts): each class's magic number,
+ * and the bound on the products of its blocks' offsets in a slab or span of
+ * hak_class_span_bytes (size_class.c).  One object, so that the test reads
+ * both off one address in a register. */
+struct hak_class_divisors {
+    uint64_t magic[HAK_NUM_CLASSES];
+    uint64_t limit[HAK_NUM_CLASSES];
+};
+extern const struct hak_class_divisors hak_class_divisors HAK_SHARED;
 /* What the Mid blocks of 10-28 KiB that are not a power of two hold beyond
  * the requests their class serves, so that their starts spread over the
  * cache sets (size_class.c). */
@@ -103,29 +110,39 @@ static inline unsigned hak_aligned_class(size_t need, size_t align)
     return cls;
 }
 
-/* Whether the divisor whose magic number *magic is (ceil(2^64 / divisor),
- * size_class.c) divides offset.  On x86-64 the multiply and the compare
- * both read the magic from memory: GCC loaded it into a register first,
- * one instruction more in every free. */
-static inline bool hak_magic_divides(const uint64_t *magic, uint32_t offset)
+/* Whether offset, a pointer's distance from the start of a slab or span,
+ * starts one of its blocks: *magic is the block size's magic number and
+ * *limit the bound for the slab's count of blocks (hak_block_limit).  A
+ * multiply and a compare, where a division and a bounds test took more
+ * (size_class.c tells why they suffice).  On x86-64 both read their
+ * operands from memory: GCC loaded the magic into a register first, one
+ * instruction more in every free. */
+static inline bool hak_block_starts(const uint64_t *magic, const uint64_t *limit, uint32_t offset)
 {
 #if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
-    bool divides;
+    bool starts;
     uint64_t product = offset;
-    __asm__("{imulq %2, %1\n\tcmpq %2, %1|imul %1, %2\n\tcmp %1, %2}"
-            : "=@ccb"(divides), "+&r"(product)
-            : "m"(*magic));
-    return divides;
+    __asm__("{imulq %2, %1\n\tcmpq %3, %1|imul %1, %2\n\tcmp %1, %3}"
+            : "=@ccb"(starts), "+&r"(product)
+            : "m"(*magic), "m"(*limit));
+    return starts;
 #else
-    return offset * *magic < *magic;
+    return offset * *magic < *limit;
 #endif
 }
 
-/* Whether offset is a multiple of the class's block size, without a
- * division. */
-static inline bool hak_class_divides(size_t cls, uint32_t offset)
+/* The limit for count blocks of class cls: 0 for none, which no offset
+ * passes. */
+static inline uint64_t hak_block_limit(unsigned cls, uint32_t count)
 {
-    return hak_magic_divides(&hak_class_divide_magic[cls], offset);
+    return count * (hak_class_size[cls] * hak_class_divisors.magic[cls]);
+}
+
+/* Whether offset starts one of the blocks of a slab or span of the class
+ * that hak_class_span_bytes holds. */
+static inline bool hak_class_starts_block(size_t cls, uint32_t offset)
+{
+    return hak_block_starts(&hak_class_divisors.magic[cls], &hak_class_divisors.limit[cls], offset);
 }
 
 /* Printable name: C0..C19, M0..M19, L0..L19. */

@@ -351,7 +351,7 @@ static void check_block(struct hak_slab *slab, void *block)
     char note[16];
     if (HAK_UNLIKELY(!serves_blocks(slab) || (char *)block >= slab->carve))
         refuse(slab, block);
-    if (!hak_class_divides(slab->cls, (uint32_t)((char *)block - slab->start)))
+    if (!hak_class_starts_block(slab->cls, (uint32_t)((char *)block - slab->start)))
         hak_fatal_note("free of a pointer inside a block:", block, class_note(note, slab->cls));
 }
 
@@ -945,8 +945,10 @@ static struct hak_heap *heap_create(const struct hak_heap *wanted)
     if (!heap)
         return NULL;
     heap->thread = &hak_tls;
-    memcpy(hak_tls.page_divide_magic, hak_class_divide_magic,
-           HAK_SUPERSLAB_CLASSES * sizeof(hak_class_divide_magic[0]));
+    memcpy(hak_tls.page_divide_magic, hak_class_divisors.magic,
+           HAK_SUPERSLAB_CLASSES * sizeof(hak_class_divisors.magic[0]));
+    memcpy(hak_tls.page_block_limit, hak_class_divisors.limit,
+           HAK_SUPERSLAB_CLASSES * sizeof(hak_class_divisors.limit[0]));
     /* Dealt in turn, so that up to HAK_PAGE_TAGS threads tell each other's
      * blocks apart (more share tags, and take each other's blocks of a
      * shared tag into their caches, as all did before tags). */
@@ -1469,7 +1471,7 @@ void hak_heap_flush(void *block, size_t cls, struct hak_slab *slab)
 
 void hak_heap_flush_plain(void *block, size_t cls, struct hak_slab *slab)
 {
-    if (HAK_UNLIKELY(!hak_class_divides(cls, hak_slab_block_offset(slab, block))))
+    if (HAK_UNLIKELY(!hak_class_starts_block(cls, hak_slab_block_offset(slab, block))))
         refuse_cached(slab, block);
     hak_heap_flush(block, cls, slab);
 }
@@ -1608,7 +1610,7 @@ void hak_heap_free_unowned(void *block, struct hak_slab *slab)
         starts = hak_slab_starts_block(slab, offset);
     } else {
         cls = (unsigned)hak_superslab_page_class(block, hak_superslab_page(block));
-        starts = hak_class_in_superslab(cls) && hak_class_divides(cls, offset);
+        starts = hak_class_in_superslab(cls) && hak_class_starts_block(cls, offset);
     }
     if (!starts || hak_block_tagged_free(block)) {
         hak_heap_free_invalid(block, slab);

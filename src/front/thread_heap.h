@@ -100,14 +100,15 @@ void hak_heap_thread_exit(void *heap);
  * hak_thread).  Their cached blocks and slabs stay theirs. */
 void hak_heap_forget_other_threads(void);
 
-/* Whether offset, a pointer's distance from the slab's start, is a
- * multiple of the block size (a multiply by the class's magic number,
- * size_class.h), which catches a pointer inside a block of any class; a
- * pointer below the start or past the carved blocks in the same page
- * passes, and the flush refuses it. */
+/* Whether offset, a pointer's distance from the slab's start, starts one
+ * of the blocks the slab holds (hak_block_starts), for the slow paths: a
+ * pointer inside a block, below the start or past the last block fails.
+ * One into a page not carved yet fails where free looks first (the page
+ * tables); carving takes every block that starts in a page (arena/slab.c),
+ * so that no block of a page carved waits uncarved. */
 static inline bool hak_slab_starts_block(const struct hak_slab *slab, uint32_t offset)
 {
-    return hak_magic_divides(&slab->divide_magic, offset);
+    return hak_block_starts(&hak_class_divisors.magic[slab->cls], &slab->block_limit, offset);
 }
 
 /* A block's offset in its slab: in a SuperSlab, where every slab starts at
@@ -292,9 +293,10 @@ static inline void hak_heap_free_in_region(struct hak_thread *self, void *block,
                                            uintptr_t part_offset)
 {
     size_t cls = hak_heap_region_page_byte(self, part_offset) ^ self->page_tag;
-    hak_heap_free_mine(
-        self, hak_magic_divides(&self->page_divide_magic[cls], hak_superslab_block_offset(block)),
-        cls, block, NULL, hak_heap_free_unowned);
+    hak_heap_free_mine(self,
+                       hak_block_starts(&self->page_divide_magic[cls], &self->page_block_limit[cls],
+                                        hak_superslab_block_offset(block)),
+                       cls, block, NULL, hak_heap_free_unowned);
 }
 
 /* The same for a block of a SuperSlab outside the thread's part of the
@@ -311,17 +313,20 @@ static inline void hak_heap_free(struct hak_slab *slab, size_t cls, void *block,
         return;
     }
     /* A slab that serves no blocks fails the block-start test (its
-     * divide_magic is 0), and the slow path names the fault; one another
-     * heap owns sends the block home. */
-    bool mine = hak_slab_starts_block(slab, offset) &&
+     * block_limit is 0), and the slow path names the fault; one another
+     * heap owns sends the block home.  The magic from the thread's table,
+     * whose entry for a class with no tag bits is the class's whoever owns
+     * the slab (struct hak_thread): one load of the slab less to wait on. */
+    bool mine = hak_block_starts(&self->page_divide_magic[cls], &slab->block_limit, offset) &&
                 atomic_load_explicit(&slab->owner, memory_order_relaxed) == self->heap;
     hak_heap_free_mine(self, mine, cls, block, slab, hak_heap_free_unowned);
 }
 
 /* The same for a block of an arena chunk, from its page's entry
- * (struct hak_page_info), with no load of its slab: the slow paths look the slab
- * up, and so does the flush, which also refuses a block past those the
- * slab has carved in its last carved page. */
+ * (struct hak_page_info), with no load of its slab: the slow paths look the
+ * slab up.  These blocks are bigger than a page, so a page where a carved
+ * block starts holds no other block's start, and pages where none does
+ * have no entry: a pointer that passes starts a carved block. */
 static inline void hak_heap_free_in_page(const struct hak_page_info *info, void *block,
                                          uint32_t offset)
 {
@@ -331,7 +336,7 @@ static inline void hak_heap_free_in_page(const struct hak_page_info *info, void 
         return;
     }
     size_t cls = info->cls;
-    hak_heap_free_mine(self, hak_class_divides(cls, offset), cls, block, NULL,
+    hak_heap_free_mine(self, hak_class_starts_block(cls, offset), cls, block, NULL,
                        hak_heap_free_invalid);
 }
 

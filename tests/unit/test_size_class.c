@@ -119,11 +119,36 @@ static void test_table_shape(void)
               hak_class_size[cls], want);
     }
 
-    /* free's block-start test divides by the magic: it must be the size's. */
-    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
-        CHECK(hak_class_divide_magic[cls] == UINT64_MAX / hak_class_size[cls] + 1,
-              "class %u (%u B): divide magic %#llx is another size's", cls, hak_class_size[cls],
-              (unsigned long long)hak_class_divide_magic[cls]);
+    /* free's block-start test passes exactly the starts of the blocks a
+     * slab or span of the class holds: not inside a block, not past the
+     * last block (where the span's bytes are no multiple of the size), not
+     * below the start (a 32-bit offset that wrapped).  The limit for a
+     * slab's own count of blocks bounds the same way, and 0 passes none. */
+    for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++) {
+        uint32_t size = hak_class_size[cls];
+        uint32_t count = hak_class_span_bytes[cls] / size;
+        CHECK(hak_class_divisors.limit[cls] == hak_block_limit(cls, count),
+              "class %u (%u B): the table's limit is not that of %u blocks", cls, size, count);
+        unsigned wrong = 0;
+        for (uint32_t offset = 0; offset < hak_class_span_bytes[cls] + 2 * size; offset += 16) {
+            bool want = offset % size == 0 && offset / size < count;
+            wrong += hak_class_starts_block(cls, offset) != want;
+        }
+        for (uint64_t below = 16; below < (uint64_t)1 << 31; below *= 2) {
+            wrong += hak_class_starts_block(cls, (uint32_t)(0 - below));
+            if (below * size < (uint64_t)1 << 32)
+                wrong += hak_class_starts_block(cls, (uint32_t)(0 - below * size));
+        }
+        uint32_t fewer = count > 1 ? count / 2 : 1;
+        uint64_t limit = hak_block_limit(cls, fewer);
+        for (uint32_t k = 0; k <= count; k++)
+            wrong +=
+                hak_block_starts(&hak_class_divisors.magic[cls], &limit, k * size) != (k < fewer);
+        uint64_t none = hak_block_limit(cls, 0);
+        wrong += hak_block_starts(&hak_class_divisors.magic[cls], &none, 0);
+        CHECK(wrong == 0, "class %u (%u B): the block-start test is wrong at %u offsets", cls, size,
+              wrong);
+    }
 
     /* Blocks carved from page-aligned memory keep 16-byte alignment. */
     for (unsigned cls = 0; cls < HAK_NUM_CLASSES; cls++)
