@@ -427,10 +427,9 @@ void hak_shared_pool_give(struct hak_slab *slab)
     struct hak_superslab *leaving = NULL;
     atomic_store_explicit(&slab->owner, NULL, memory_order_relaxed);
     slab->free_node = HAK_NO_NODE;
-    /* A stray free into it now fails validation, first at the fast path's
-     * block-start test, which divides by no block size (the region's
-     * frees test no node, superslab.h, and take the size from the page's
-     * class). */
+    /* A stray free into it now fails validation: the page-map free's node
+     * test, the region's block-start test (its pages' bytes say no class,
+     * superslab.h), and the slow paths' test, which a bound of 0 fails. */
     slab->block_limit = 0;
     hak_superslab_clear_page_classes(slab);
     slab->state = HAK_STATE_POOL;

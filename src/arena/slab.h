@@ -12,9 +12,10 @@
 void hak_slab_assign(struct hak_slab *slab, struct hak_heap *owner, uint8_t page_tag, unsigned cls,
                      char *start, size_t bytes);
 
-/* Carves the next page's worth of fresh blocks onto the free list, in front
- * of it and in address order; returns how many, 0 when the slab has none
- * left.  Pages are touched as they are needed. */
+/* Carves the fresh blocks that start in the carve's page (one block bigger
+ * than a page) onto the free list, in front of it and in address order;
+ * returns how many, 0 when the slab has none left.  Pages are touched as
+ * they are needed. */
 uint32_t hak_slab_extend(struct hak_slab *slab);
 
 /* Counts the pages over [from, to), byte offsets from the slab's start, as

@@ -1443,9 +1443,9 @@ static __attribute__((noreturn, cold)) void refuse_cached(struct hak_slab *slab,
  * flush of half the cache would look each run's slab up again, and the
  * blocks of a class freed together mostly alternate between many slabs,
  * in runs of two or three.  A slab this heap owns serves blocks; the fast
- * path tested that the block starts one of them (by the divide magic of its
- * slab or of its page's class), and here the rest of check_block's test:
- * not below the slab's start, nor past its carved blocks.  Its link,
+ * path tested that the block starts one of them (hak_block_starts, with
+ * the bound of its slab or of its page's class), and here the rest of
+ * check_block's test: not past its carved blocks.  Its link,
  * written just now by the fast path, needs no check. */
 void hak_heap_flush(void *block, size_t cls, struct hak_slab *slab)
 {
@@ -1598,8 +1598,8 @@ void hak_heap_free_other(void *block, struct hak_slab *slab)
  * the slabs of exited threads among them waited for a refill that chose
  * them (larson, two threads: 0.91 times the speed).  The tests are the fast
  * path's, with the class from the page's byte or the slab given: the
- * sending refuses a block below its slab's start or past its carved
- * blocks, as a flush does. */
+ * sending refuses a block past its slab's carved blocks, as a flush
+ * does. */
 void hak_heap_free_unowned(void *block, struct hak_slab *slab)
 {
     uint32_t offset = hak_superslab_block_offset(block);

@@ -316,7 +316,10 @@ static inline void hak_heap_free(struct hak_slab *slab, size_t cls, void *block,
      * block_limit is 0), and the slow path names the fault; one another
      * heap owns sends the block home.  The magic from the thread's table,
      * whose entry for a class with no tag bits is the class's whoever owns
-     * the slab (struct hak_thread): one load of the slab less to wait on. */
+     * the slab (struct hak_thread): one load of the slab less to wait on.
+     * Its entries past the SuperSlab classes are 0, which would pass any
+     * offset, but a page whose byte says no class maps to a sentinel slab
+     * (arena/slab.c, map_carved), which the node test sent away. */
     bool mine = hak_block_starts(&self->page_divide_magic[cls], &slab->block_limit, offset) &&
                 atomic_load_explicit(&slab->owner, memory_order_relaxed) == self->heap;
     hak_heap_free_mine(self, mine, cls, block, slab, hak_heap_free_unowned);
