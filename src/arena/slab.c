@@ -170,8 +170,8 @@ uint32_t hak_slab_extend(struct hak_slab *slab)
      * malloc touched 32 pages when big blocks were carved sixteen at a
      * time, and most short processes take one or two blocks of each Mid
      * class they use).  Every block that starts in the page, the one that
-     * runs on into the next too: free's fast path takes a block-start in a
-     * page carved for a block (arena/slab.h), and one left uncarved there
+     * runs on into the next too: free's fast path takes a block start in a
+     * page carved for a block (front/thread_heap.h), and one left uncarved there
      * went into the cache, handed out by the next malloc and again when
      * carved. */
     char *limit = size > HAK_PAGE_SIZE ? block + size
