@@ -523,7 +523,8 @@ static void *in_new_thread(void *(*work)(void *), size_t size)
 
 /* Frees of a block the main thread's heap owns, by a thread with a heap of
  * its own, which sends such blocks home rather than caching them: the
- * block, twice (foreign_twice), or a pointer 16 bytes into it. */
+ * block, twice (foreign_twice), a pointer 16 bytes into it, or the start
+ * of a block past the last of the main thread's slab (past_last_block). */
 static char *foreign_block;
 
 static void *foreign_frees(void *how)
@@ -532,6 +533,9 @@ static void *foreign_frees(void *how)
     const char *name = how;
     if (!strcmp(name, "double_free_foreign")) {
         free(foreign_block);
+        tell("addr", foreign_block);
+        free(fault_ptr(foreign_block));
+    } else if (!strcmp(name, "never_past_last_foreign")) {
         tell("addr", foreign_block);
         free(fault_ptr(foreign_block));
     } else {
@@ -543,7 +547,10 @@ static void *foreign_frees(void *how)
 
 static void foreign_free(const char *name)
 {
-    foreign_block = must_malloc(SMALL_SIZE);
+    if (!strcmp(name, "never_past_last_foreign"))
+        foreign_block = past_last_block(48);
+    else
+        foreign_block = must_malloc(SMALL_SIZE);
     pthread_t thread;
     if (pthread_create(&thread, NULL, foreign_frees, (void *)name) != 0 ||
         pthread_join(thread, NULL) != 0)
@@ -734,7 +741,8 @@ static void run_case(const char *name)
         free(block);
     } else if (!strcmp(name, "free_cached")) {
         free_cached();
-    } else if (!strcmp(name, "double_free_foreign") || !strcmp(name, "interior_foreign")) {
+    } else if (!strcmp(name, "double_free_foreign") || !strcmp(name, "interior_foreign") ||
+               !strcmp(name, "never_past_last_foreign")) {
         foreign_free(name);
     } else if (!strcmp(name, "double_free_foreign_then_owner")) {
         double_free_foreign_then_owner();
@@ -829,6 +837,7 @@ static const struct misuse_case cases[] = {
     {"never_small_past_last", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"never_mid_past_last", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"never_small_straddling", "1", SIGABRT, "double free of", "class C2"},
+    {"never_past_last_foreign", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"never_large_header", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"never_arena_header", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
     {"never_arena_free_span", "1", SIGABRT, "free of a pointer hakmem never handed out:", NULL},
