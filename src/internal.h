@@ -129,6 +129,9 @@
 #define HAK_PAGE_CLASS_MASK ((1u << HAK_PAGE_TAG_SHIFT) - 1)
 /* A SuperSlab page's class where no block of a live slab starts. */
 #define HAK_NO_PAGE_CLASS HAK_PAGE_CLASS_MASK
+/* The page bytes XOR a thread's tag that carry its own tag: one per class
+ * value (struct hak_thread, page_divisors). */
+#define HAK_PAGE_MAGICS (HAK_PAGE_CLASS_MASK + 1)
 _Static_assert(HAK_SUPERSLAB_CLASSES <= HAK_NO_PAGE_CLASS &&
                    HAK_PAGE_TAGS << HAK_PAGE_TAG_SHIFT <= 256,
                "a page's byte holds its class and its owner's tag");
@@ -538,21 +541,26 @@ struct hak_thread {
     void *head[HAK_NUM_CLASSES];
     uint32_t room[HAK_NUM_CLASSES];
     uint64_t allocs[HAK_NUM_CLASSES]; /* mallocs served, for stats */
-    /* Indexed by a SuperSlab page's byte (class and owner's page tag)
-     * XOR page_tag: the magic numbers and block-start limits of the
-     * SuperSlab classes (hak_class_divisors), which the bytes of the pages
+    /* The block-start test's operands (hak_block_starts) by a SuperSlab
+     * page's byte (class and owner's page tag) XOR page_tag, index i: the
+     * magic number at page_divisors[i], the bound at
+     * page_divisors[HAK_PAGE_MAGICS + i].  The bounds are the SuperSlab
+     * classes' (hak_class_divisors) at the indexes the bytes of the pages
      * of the thread's own slabs give, and 0 for every other byte,
-     * HAK_NO_PAGE_CLASS's and those of other heaps' slabs.  free tests
-     * that a block of the thread's part of the region starts a block of
-     * its page's class with these, where the thread's own address is at
+     * HAK_NO_PAGE_CLASS's and those of other heaps' slabs, which fails
+     * every offset; so only the indexes below HAK_PAGE_MAGICS, where a
+     * byte's tag is the thread's, need a magic of their own, and above
+     * them the multiply reads a bound, to no effect (2 KiB less TLS, which
+     * every thread's start copies, than a magic for every byte).  free
+     * tests that a block of the thread's part of the region starts a block
+     * of its page's class with these, where the thread's own address is at
      * hand, and reads no slab (thread_heap.h); a block of another
      * heap's slab fails the test too and goes home from the slow path, not
      * into this thread's cache, where its next malloc of the class would
      * take it back: a block of 16 B shares its cache line with three of the
      * other thread's, which both threads then write (passive false sharing,
      * Hoard's cache-scratch: 3.3 times glibc's time on two CPUs). */
-    uint64_t page_divide_magic[1u << 8];
-    uint64_t page_block_limit[1u << 8];
+    uint64_t page_divisors[HAK_PAGE_MAGICS + (1u << 8)];
     /* The heap's, shifted by HAK_PAGE_TAG_SHIFT; as wide as the index it is
      * XORed into, so that free XORs it straight from memory. */
     uint64_t page_tag;

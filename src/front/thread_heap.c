@@ -945,9 +945,9 @@ static struct hak_heap *heap_create(const struct hak_heap *wanted)
     if (!heap)
         return NULL;
     heap->thread = &hak_tls;
-    memcpy(hak_tls.page_divide_magic, hak_class_divisors.magic,
+    memcpy(hak_tls.page_divisors, hak_class_divisors.magic,
            HAK_SUPERSLAB_CLASSES * sizeof(hak_class_divisors.magic[0]));
-    memcpy(hak_tls.page_block_limit, hak_class_divisors.limit,
+    memcpy(hak_tls.page_divisors + HAK_PAGE_MAGICS, hak_class_divisors.limit,
            HAK_SUPERSLAB_CLASSES * sizeof(hak_class_divisors.limit[0]));
     /* Dealt in turn, so that up to HAK_PAGE_TAGS threads tell each other's
      * blocks apart (more share tags, and take each other's blocks of a

@@ -294,7 +294,8 @@ static inline void hak_heap_free_in_region(struct hak_thread *self, void *block,
 {
     size_t cls = hak_heap_region_page_byte(self, part_offset) ^ self->page_tag;
     hak_heap_free_mine(self,
-                       hak_block_starts(&self->page_divide_magic[cls], &self->page_block_limit[cls],
+                       hak_block_starts(&self->page_divisors[cls],
+                                        &self->page_divisors[HAK_PAGE_MAGICS + cls],
                                         hak_superslab_block_offset(block)),
                        cls, block, NULL, hak_heap_free_unowned);
 }
@@ -320,7 +321,7 @@ static inline void hak_heap_free(struct hak_slab *slab, size_t cls, void *block,
      * Its entries past the SuperSlab classes are 0, which would pass any
      * offset, but a page whose byte says no class maps to a sentinel slab
      * (arena/slab.c, map_carved), which the node test sent away. */
-    bool mine = hak_block_starts(&self->page_divide_magic[cls], &slab->block_limit, offset) &&
+    bool mine = hak_block_starts(&self->page_divisors[cls], &slab->block_limit, offset) &&
                 atomic_load_explicit(&slab->owner, memory_order_relaxed) == self->heap;
     hak_heap_free_mine(self, mine, cls, block, slab, hak_heap_free_unowned);
 }
