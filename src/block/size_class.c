@@ -56,10 +56,10 @@ const uint8_t hak_page_aligned_class_of[HAK_L25_MAX / HAK_PAGE_SIZE] = {
  * its blocks colour bytes longer but for the power of two; F of each. */
 #define STEPS(F, e, colour) F((5u << ((e) - 2)) + (colour)), F((6u << ((e) - 2)) + (colour)), \
                             F((7u << ((e) - 2)) + (colour)), F(8u << ((e) - 2))
-#define SIZE(size) (size)
-#define Q(e) STEPS(SIZE, e, 0)
-/* The same with HAK_CLASS_COLOUR bytes more in each block of the three
- * steps that are not powers of two, for the doublings from 8 KiB up.  At a
+
+/* Every class's F(size), in class order: the one list the per-class tables
+ * below are made from.  The doublings from 8 KiB up add HAK_CLASS_COLOUR
+ * bytes to each block of the three steps that are not powers of two.  At a
  * stride of 10, 12 or 14 KiB, or 20, 24 or 28, the blocks of a span start
  * at 2 KiB or 4 KiB multiples, and the spans at page multiples: the first
  * bytes of every block, all a program touches of a buffer sized
@@ -73,27 +73,26 @@ const uint8_t hak_page_aligned_class_of[HAK_L25_MAX / HAK_PAGE_SIZE] = {
  * start at 64 or more of those sets already; the powers of two keep their
  * size, which aligned allocation relies on, and so do the L25 classes,
  * whose spans are one block each. */
-#define QC(e) STEPS(SIZE, e, HAK_CLASS_COLOUR)
+#define CLASSES(F)                                                                             \
+    F(16), F(32), F(48), F(64), F(80), F(96), F(112), F(128),                                  \
+    STEPS(F, 7, 0), STEPS(F, 8, 0), STEPS(F, 9, 0),                   /* 160 B ... 1 KiB */     \
+    STEPS(F, 10, 0), STEPS(F, 11, 0), STEPS(F, 12, 0),                /* Mid: 1280 B ... */     \
+    STEPS(F, 13, HAK_CLASS_COLOUR), STEPS(F, 14, HAK_CLASS_COLOUR),   /* ... 32 KiB */          \
+    STEPS(F, 15, 0), STEPS(F, 16, 0), STEPS(F, 17, 0), STEPS(F, 18, 0), STEPS(F, 19, 0) /* L25 */
 
 /* The smallest block is 16 bytes: a free block holds its link and its
  * double-free tag (block/block_link.h); every block is a multiple of 16, as
  * malloc's alignment is. */
-const uint32_t hak_class_size[HAK_NUM_CLASSES] = {
-    16, 32, 48, 64, 80, 96, 112, 128,
-    Q(7), Q(8), Q(9),                      /* 160 B ... 1 KiB */
-    Q(10), Q(11), Q(12), QC(13), QC(14),   /* Mid: 1280 B ... 32 KiB */
-    Q(15), Q(16), Q(17), Q(18), Q(19),     /* L25: 40 KiB ... 1 MiB */
-};
+#define SIZE(size) (size)
+const uint32_t hak_class_size[HAK_NUM_CLASSES] = {CLASSES(SIZE)};
 
-/* Mid slabs hold at least eight blocks; an L25 span is exactly one block. */
-#define MID_SPANS(e) ((e) <= 12 ? 65536u : (e) <= 13 ? 131072u : 262144u)
-#define MID4(e) MID_SPANS(e), MID_SPANS(e), MID_SPANS(e), MID_SPANS(e)
+/* A SuperSlab's slab up to a page (HAK_SUPERSLAB_CLASSES); a Mid span holds
+ * at least eight blocks; an L25 span is exactly one block. */
+#define SPAN(size) ((size) <= 8192 ? 65536u : (size) <= 16384 ? 131072u \
+                    : (size) <= 32768 ? 262144u : (uint32_t)(size))
+_Static_assert(SPAN(4096) == HAK_SLAB_SIZE, "the SuperSlab classes' spans are a slab");
 
-const uint32_t hak_class_span_bytes[HAK_NUM_CLASSES] = {
-    [0 ... HAK_FIRST_MID - 1] = HAK_SLAB_SIZE,
-    MID4(10), MID4(11), MID4(12), MID4(13), MID4(14),
-    Q(15), Q(16), Q(17), Q(18), Q(19),
-};
+const uint32_t hak_class_span_bytes[HAK_NUM_CLASSES] = {CLASSES(SPAN)};
 
 /* The block-start test (hak_block_starts).  magic = floor(2^64 / size) + 1,
  * and excess = size * magic modulo 2^64, which lies in 1..size.  For an
@@ -108,36 +107,14 @@ const uint32_t hak_class_span_bytes[HAK_NUM_CLASSES] = {
  * of the size (free of slab + 1365 * 48, past a 48 B class's last block in
  * 64 KiB, cached the block, and the next malloc handed it out across the
  * next slab's first), nor one below the start, whose 32-bit offset
- * wraps. */
+ * wraps.  The limit is for a span of the class's span bytes. */
 #define MAGIC(size) (UINT64_MAX / (size) + 1 + (UINT64_MAX % (size) == (size) - 1))
 #define EXCESS(size) ((uint64_t)(size) * MAGIC(size))
-#define LIMIT(size, span) ((span) / (size) * EXCESS(size))
-#define SLAB_LIMIT(size) LIMIT(size, HAK_SLAB_SIZE)
-#define SPAN_LIMIT(size) LIMIT(size, size)
-#define MID_LIMIT_10(size) LIMIT(size, MID_SPANS(10))
-#define MID_LIMIT_11(size) LIMIT(size, MID_SPANS(11))
-#define MID_LIMIT_12(size) LIMIT(size, MID_SPANS(12))
-#define MID_LIMIT_13(size) LIMIT(size, MID_SPANS(13))
-#define MID_LIMIT_14(size) LIMIT(size, MID_SPANS(14))
-#define QMAGIC(e) STEPS(MAGIC, e, 0)
-#define QCMAGIC(e) STEPS(MAGIC, e, HAK_CLASS_COLOUR)
+#define LIMIT(size) (SPAN(size) / (size) * EXCESS(size))
 
 const struct hak_class_divisors hak_class_divisors = {
-    .magic = {
-        MAGIC(16), MAGIC(32), MAGIC(48), MAGIC(64), MAGIC(80), MAGIC(96), MAGIC(112), MAGIC(128),
-        QMAGIC(7), QMAGIC(8), QMAGIC(9),
-        QMAGIC(10), QMAGIC(11), QMAGIC(12), QCMAGIC(13), QCMAGIC(14),
-        QMAGIC(15), QMAGIC(16), QMAGIC(17), QMAGIC(18), QMAGIC(19),
-    },
-    .limit = {
-        SLAB_LIMIT(16), SLAB_LIMIT(32), SLAB_LIMIT(48), SLAB_LIMIT(64),
-        SLAB_LIMIT(80), SLAB_LIMIT(96), SLAB_LIMIT(112), SLAB_LIMIT(128),
-        STEPS(SLAB_LIMIT, 7, 0), STEPS(SLAB_LIMIT, 8, 0), STEPS(SLAB_LIMIT, 9, 0),
-        STEPS(MID_LIMIT_10, 10, 0), STEPS(MID_LIMIT_11, 11, 0), STEPS(MID_LIMIT_12, 12, 0),
-        STEPS(MID_LIMIT_13, 13, HAK_CLASS_COLOUR), STEPS(MID_LIMIT_14, 14, HAK_CLASS_COLOUR),
-        STEPS(SPAN_LIMIT, 15, 0), STEPS(SPAN_LIMIT, 16, 0), STEPS(SPAN_LIMIT, 17, 0),
-        STEPS(SPAN_LIMIT, 18, 0), STEPS(SPAN_LIMIT, 19, 0),
-    },
+    .magic = {CLASSES(MAGIC)},
+    .limit = {CLASSES(LIMIT)},
 };
 /* clang-format on */
 
